@@ -1,0 +1,95 @@
+package config
+
+// Config is the whole gateway configuration. The zero value of every optional field means
+// "use the default", which Validate fills in.
+type Config struct {
+	// Listen is the gateway's HTTP address. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// Models lists the pools: one per served model name.
+	Models []Model `yaml:"models"`
+	// Policy is the failover policy of DESIGN §3.
+	Policy Policy `yaml:"policy"`
+	// Health configures active probes and passive health.
+	Health Health `yaml:"health"`
+	// Limits bounds what a client may send.
+	Limits Limits `yaml:"limits"`
+	// Auth, when it lists keys, requires a bearer API key on every /v1 request.
+	Auth Auth `yaml:"auth"`
+}
+
+// Model is one pool: the replicas that serve one model name.
+type Model struct {
+	Name     string    `yaml:"name"`
+	Replicas []Replica `yaml:"replicas"`
+}
+
+// Replica is one inference engine endpoint.
+type Replica struct {
+	// URL is the engine's (or its agent's) base URL, e.g. http://127.0.0.1:9001.
+	URL string `yaml:"url"`
+	// Name identifies the replica in logs, metrics and the journal. Default: host:port of URL.
+	Name string `yaml:"name"`
+	// Priority is the replica's tier: lower tiers serve first; a higher tier serves new
+	// requests only when no replica of a lower tier is available (reruns may use any tier).
+	Priority int `yaml:"priority"`
+}
+
+// Policy is the failover policy. See DESIGN §3.
+type Policy struct {
+	// MaxAttempts bounds the attempts of one logical request (first try included). Default 2.
+	MaxAttempts int `yaml:"max_attempts"`
+	// IdleTimeout: an open upstream stream that has started answering and then stays silent
+	// this long is "uncertain". Default 30s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// FirstTokenTimeout: an upstream that accepted the request but sends nothing for this long
+	// is "uncertain". It is longer than IdleTimeout because queueing and prefill are slow but
+	// healthy; a slow first token is never a reason to fail over. Default 120s.
+	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	// Keepalive: while the client has received nothing, a streaming response sends its
+	// headers and an SSE comment this often so that idle-connection timeouts of proxies in
+	// between do not cut it. Comments do not cross the delivery boundary. Default 15s.
+	Keepalive Duration `yaml:"keepalive"`
+	// RetryBudget bounds pool-wide reruns.
+	RetryBudget RetryBudget `yaml:"retry_budget"`
+}
+
+// RetryBudget is a token bucket shared by a pool: every request deposits Ratio tokens, time
+// deposits MinPerSecond tokens per second, and a rerun withdraws one. Default 20% and 3/s, as
+// Envoy's retry budget.
+type RetryBudget struct {
+	Ratio        *float64 `yaml:"ratio"`
+	MinPerSecond *float64 `yaml:"min_per_second"`
+	// Burst caps the tokens the bucket holds. Default 10.
+	Burst *float64 `yaml:"burst"`
+}
+
+// Health configures replica health tracking.
+type Health struct {
+	// ProbeEvery is the period of the active GET /health probe. Default 5s.
+	ProbeEvery Duration `yaml:"probe_every"`
+	// ProbeTimeout bounds one probe. Default 2s.
+	ProbeTimeout Duration `yaml:"probe_timeout"`
+	// DeadCooldown: after a dial failure (or a failed probe) a replica receives no new work
+	// for this long unless a probe succeeds first. Default 10s.
+	DeadCooldown Duration `yaml:"dead_cooldown"`
+	// DialTimeout bounds the TCP connect to a replica. Default 2s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+}
+
+// Limits bounds client input.
+type Limits struct {
+	// MaxBodyBytes is the largest accepted request body. Default 4 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Auth lists API keys. With no keys, the gateway is open (suited to a private network).
+type Auth struct {
+	Keys      []APIKey `yaml:"keys"`
+	AdminKeys []APIKey `yaml:"admin_keys"`
+}
+
+// APIKey is one bearer key. ID is what the journal records (never the key itself).
+type APIKey struct {
+	ID  string `yaml:"id"`
+	Key string `yaml:"key"`
+}

@@ -1,0 +1,186 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+)
+
+// Defaults of the failover policy (DESIGN §3) and of health tracking.
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultMaxAttempts       = 2
+	DefaultIdleTimeout       = 30 * time.Second
+	DefaultFirstTokenTimeout = 120 * time.Second
+	DefaultKeepalive         = 15 * time.Second
+	DefaultProbeEvery        = 5 * time.Second
+	DefaultProbeTimeout      = 2 * time.Second
+	DefaultDeadCooldown      = 10 * time.Second
+	DefaultDialTimeout       = 2 * time.Second
+	DefaultMaxBodyBytes      = 4 << 20
+	DefaultBudgetRatio       = 0.2
+	DefaultBudgetPerSecond   = 3.0
+	DefaultBudgetBurst       = 10.0
+)
+
+// Validate fills defaults and checks every field; the error names the field at fault.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %q is not host:port: %w", c.Listen, err)
+	}
+	if len(c.Models) == 0 {
+		return fmt.Errorf("models: at least one model is required")
+	}
+	seenModel := map[string]bool{}
+	for i := range c.Models {
+		if err := c.Models[i].validate(fmt.Sprintf("models[%d]", i)); err != nil {
+			return err
+		}
+		if seenModel[c.Models[i].Name] {
+			return fmt.Errorf("models[%d].name: %q is listed twice", i, c.Models[i].Name)
+		}
+		seenModel[c.Models[i].Name] = true
+	}
+	if err := c.Policy.validate(); err != nil {
+		return err
+	}
+	if err := c.Health.validate(); err != nil {
+		return err
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Limits.MaxBodyBytes < 1024 {
+		return fmt.Errorf("limits.max_body_bytes: %d is below the minimum of 1024", c.Limits.MaxBodyBytes)
+	}
+	return c.Auth.validate()
+}
+
+func (m *Model) validate(field string) error {
+	if m.Name == "" {
+		return fmt.Errorf("%s.name: required", field)
+	}
+	if len(m.Replicas) == 0 {
+		return fmt.Errorf("%s.replicas: at least one replica is required", field)
+	}
+	seen := map[string]bool{}
+	for j := range m.Replicas {
+		r := &m.Replicas[j]
+		f := fmt.Sprintf("%s.replicas[%d]", field, j)
+		u, err := url.Parse(r.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s.url: %q is not an http(s) URL with a host", f, r.URL)
+		}
+		if u.Path != "" && u.Path != "/" {
+			return fmt.Errorf("%s.url: %q must be a base URL without a path (the gateway adds /v1/...)", f, r.URL)
+		}
+		r.URL = u.Scheme + "://" + u.Host
+		if r.Name == "" {
+			r.Name = u.Host
+		}
+		if seen[r.Name] {
+			return fmt.Errorf("%s.name: %q is used twice in this pool", f, r.Name)
+		}
+		seen[r.Name] = true
+		if r.Priority < 0 {
+			return fmt.Errorf("%s.priority: %d must be >= 0", f, r.Priority)
+		}
+	}
+	return nil
+}
+
+func (p *Policy) validate() error {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > 10 {
+		return fmt.Errorf("policy.max_attempts: %d must be between 1 and 10", p.MaxAttempts)
+	}
+	if err := defaultPositive(&p.IdleTimeout, DefaultIdleTimeout, "policy.idle_timeout"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&p.FirstTokenTimeout, DefaultFirstTokenTimeout, "policy.first_token_timeout"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&p.Keepalive, DefaultKeepalive, "policy.keepalive"); err != nil {
+		return err
+	}
+	b := &p.RetryBudget
+	if err := defaultFloat(&b.Ratio, DefaultBudgetRatio, 0, 1, "policy.retry_budget.ratio"); err != nil {
+		return err
+	}
+	if err := defaultFloat(&b.MinPerSecond, DefaultBudgetPerSecond, 0, 1e6, "policy.retry_budget.min_per_second"); err != nil {
+		return err
+	}
+	return defaultFloat(&b.Burst, DefaultBudgetBurst, 1, 1e9, "policy.retry_budget.burst")
+}
+
+func (h *Health) validate() error {
+	for _, d := range []struct {
+		v     *Duration
+		def   time.Duration
+		field string
+	}{
+		{&h.ProbeEvery, DefaultProbeEvery, "health.probe_every"},
+		{&h.ProbeTimeout, DefaultProbeTimeout, "health.probe_timeout"},
+		{&h.DeadCooldown, DefaultDeadCooldown, "health.dead_cooldown"},
+		{&h.DialTimeout, DefaultDialTimeout, "health.dial_timeout"},
+	} {
+		if err := defaultPositive(d.v, d.def, d.field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Auth) validate() error {
+	seen := map[string]bool{}
+	check := func(list []APIKey, field string) error {
+		for i, k := range list {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			if k.ID == "" {
+				return fmt.Errorf("%s.id: required", f)
+			}
+			if len(k.Key) < 16 {
+				return fmt.Errorf("%s.key: must be at least 16 characters", f)
+			}
+			if seen[k.Key] {
+				return fmt.Errorf("%s.key: the same key is listed twice", f)
+			}
+			seen[k.Key] = true
+		}
+		return nil
+	}
+	if err := check(a.Keys, "auth.keys"); err != nil {
+		return err
+	}
+	return check(a.AdminKeys, "auth.admin_keys")
+}
+
+func defaultPositive(d *Duration, def time.Duration, field string) error {
+	if *d == invalidDuration {
+		return fmt.Errorf("%s: not a duration (write e.g. 500ms, 30s, 2m)", field)
+	}
+	if *d == 0 {
+		*d = Duration(def)
+	}
+	if *d < 0 {
+		return fmt.Errorf("%s: %s must be positive", field, d.D())
+	}
+	return nil
+}
+
+func defaultFloat(v **float64, def, lo, hi float64, field string) error {
+	if *v == nil {
+		x := def
+		*v = &x
+	}
+	if **v < lo || **v > hi {
+		return fmt.Errorf("%s: %g must be between %g and %g", field, **v, lo, hi)
+	}
+	return nil
+}
