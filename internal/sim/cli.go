@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main runs one simulated replica as a process, for `fencegate sim`: it
+// parses args, serves until SIGINT or SIGTERM, then closes the replica.
+// It prints one line with the replica's URL once it is listening.
+func Main(args []string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args, stdout)
+}
+
+// run is Main with the stop signal as a context, so tests can stop it.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	srv, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "sim replica %q serving model %q at %s\n", srv.Name(), cfg.Model, srv.URL())
+	<-ctx.Done()
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("sim: closing %s: %w", srv.Name(), err)
+	}
+	return nil
+}
+
+// parseFlags turns command-line flags into a Config.
+func parseFlags(args []string, out io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var cfg Config
+	var fingerprint string
+	fs.StringVar(&cfg.Addr, "listen", "127.0.0.1:9001", "address to listen on")
+	fs.StringVar(&cfg.Name, "name", defaultName, "replica name; also the salt of its output text")
+	fs.StringVar(&cfg.Model, "model", defaultModel, "served model name")
+	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", 0, "prefill time per uncached prompt token")
+	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", defaultCLIDecodePerToken, "time per generated token")
+	fs.IntVar(&cfg.MaxRunning, "max-running", defaultMaxRunning, "sequences decoded at once; more wait in a FIFO queue")
+	fs.IntVar(&cfg.MaxWaiting, "max-waiting", 0, "waiting queue limit, beyond which requests get 429; 0 = unbounded")
+	fs.IntVar(&cfg.DefaultMaxTokens, "default-max-tokens", defaultMaxTokens, "max_tokens when a request sets none")
+	fs.DurationVar(&cfg.RestartAfter, "restart-after", 0, "after a crash fault, listen again after this long; 0 = stay down")
+	fs.BoolVar(&cfg.LegacyErrors, "legacy-errors", false, "send older vLLM flat error bodies")
+	fs.BoolVar(&cfg.DoneAfterStreamError, "done-after-stream-error", false, "send data: [DONE] after a mid-stream error event, as vLLM does")
+	fs.StringVar(&fingerprint, "fingerprint", "", "comma-separated key=value labels overriding the default fingerprint")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	}
+	if fingerprint != "" {
+		cfg.Fingerprint = make(map[string]string)
+		for pair := range strings.SplitSeq(fingerprint, ",") {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok || k == "" {
+				return cfg, fmt.Errorf("sim: --fingerprint item %q is not key=value", pair)
+			}
+			cfg.Fingerprint[k] = v
+		}
+	}
+	return cfg, nil
+}
+
+// defaultCLIDecodePerToken paces a replica run by hand so that a person
+// watching sees the text stream; in-process replicas default to no delay.
+const defaultCLIDecodePerToken = 20 * time.Millisecond

@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Config describes one simulated replica. The zero value is usable: every
+// field that is left zero gets the default named in its comment.
+type Config struct {
+	Name  string // replica name, also the salt of its output text; default "sim"
+	Model string // served model name; default "sim-model"
+	Addr  string // listen address; default "127.0.0.1:0"
+
+	PrefillPerToken time.Duration // prefill time per uncached prompt token; default 0
+	DecodePerToken  time.Duration // time per generated token; default 0
+
+	MaxRunning       int // concurrent sequences; default 16. Beyond it, requests wait in a FIFO queue.
+	MaxWaiting       int // queue limit; 0 = unbounded. When full, reply 429 (vLLM-shaped error) at once.
+	DefaultMaxTokens int // when the request sets none; default 16
+
+	RestartAfter time.Duration // after a crash, listen again after this long; 0 = stay down until Restart()
+
+	// Fingerprint holds labels exposed in vllm:cache_config_info and in the
+	// /v1/models card. Keys given here override the defaults (see
+	// defaultFingerprint); keys must be valid Prometheus label names.
+	// "block_size" and "num_gpu_blocks", when set, also size the prefix
+	// cache and the KV usage gauge.
+	Fingerprint map[string]string
+
+	LegacyErrors bool // emit older vLLM flat error bodies {"object":"error","message":..,"type":..,"param":null,"code":400}
+
+	// DoneAfterStreamError appends "data: [DONE]" after a mid-stream error
+	// event, as the real vLLM server does. By default the stream simply ends
+	// after the error event.
+	DoneAfterStreamError bool
+}
+
+const (
+	defaultName       = "sim"
+	defaultModel      = "sim-model"
+	defaultAddr       = "127.0.0.1:0"
+	defaultMaxRunning = 16
+	defaultMaxTokens  = 16
+
+	// maxModelLen is the context window the sim claims, as vLLM's
+	// --max-model-len; prompt plus max_tokens may not exceed it.
+	maxModelLen = 8192
+)
+
+// defaultFingerprint returns the labels a replica reports when Config leaves
+// them unset. The names follow vLLM's cache_config_info where vLLM has one
+// and the gateway's replica fingerprint otherwise.
+func defaultFingerprint() map[string]string {
+	return map[string]string{
+		"block_size":            "16",
+		"cache_dtype":           "auto",
+		"enable_prefix_caching": "True",
+		"num_gpu_blocks":        "2048",
+		"revision":              "sim-r1",
+		"quantization":          "none",
+		"tokenizer":             "sim-words-v1",
+		"chat_template":         "sim-chatml-v1",
+		"tensor_parallel_size":  "1",
+	}
+}
+
+var labelNamePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// withDefaults returns a copy of c with defaults filled in, or an error
+// naming the first field that cannot be used.
+func (c Config) withDefaults() (Config, error) {
+	if c.Name == "" {
+		c.Name = defaultName
+	}
+	if c.Model == "" {
+		c.Model = defaultModel
+	}
+	if c.Addr == "" {
+		c.Addr = defaultAddr
+	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = defaultMaxRunning
+	}
+	if c.DefaultMaxTokens == 0 {
+		c.DefaultMaxTokens = defaultMaxTokens
+	}
+	switch {
+	case c.PrefillPerToken < 0:
+		return c, fmt.Errorf("sim: Config.PrefillPerToken is negative (%v)", c.PrefillPerToken)
+	case c.DecodePerToken < 0:
+		return c, fmt.Errorf("sim: Config.DecodePerToken is negative (%v)", c.DecodePerToken)
+	case c.RestartAfter < 0:
+		return c, fmt.Errorf("sim: Config.RestartAfter is negative (%v)", c.RestartAfter)
+	case c.MaxRunning < 0:
+		return c, fmt.Errorf("sim: Config.MaxRunning is negative (%d)", c.MaxRunning)
+	case c.MaxWaiting < 0:
+		return c, fmt.Errorf("sim: Config.MaxWaiting is negative (%d)", c.MaxWaiting)
+	case c.DefaultMaxTokens < 0:
+		return c, fmt.Errorf("sim: Config.DefaultMaxTokens is negative (%d)", c.DefaultMaxTokens)
+	}
+	fp := defaultFingerprint()
+	maps.Copy(fp, c.Fingerprint)
+	for k := range fp {
+		if !labelNamePattern.MatchString(k) {
+			return c, fmt.Errorf("sim: Config.Fingerprint key %q is not a valid label name", k)
+		}
+	}
+	for _, k := range []string{"block_size", "num_gpu_blocks"} {
+		if n, err := strconv.Atoi(fp[k]); err != nil || n <= 0 {
+			return c, fmt.Errorf("sim: Config.Fingerprint[%q] = %q is not a positive integer", k, fp[k])
+		}
+	}
+	c.Fingerprint = fp
+	return c, nil
+}
+
+// blockSize is the prefix-cache block size in tokens.
+func (c Config) blockSize() int {
+	n, _ := strconv.Atoi(c.Fingerprint["block_size"])
+	return n
+}
+
+// numGPUBlocks is the KV cache capacity in blocks, the denominator of
+// vllm:kv_cache_usage_perc and the size of the prefix cache.
+func (c Config) numGPUBlocks() int {
+	n, _ := strconv.Atoi(c.Fingerprint["num_gpu_blocks"])
+	return n
+}

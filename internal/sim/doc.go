@@ -1,0 +1,12 @@
+// Package sim is a simulated OpenAI-compatible inference engine that speaks
+// vLLM's wire format: chat and text completions (stream and non-stream),
+// /v1/models, /health, /tokenize and vLLM-named Prometheus metrics, with a
+// FIFO admission queue, a chained-hash prefix cache and deterministic output
+// text. It owns fault injection at every point of the token cycle (accept,
+// prefill, token computed, token sent) and a record of every request, so a
+// test can state a fault next to its assertion and then check what the
+// replica saw. It is the replica of every test and of the demo, used both
+// in-process (Start) and as a process (Main). It must never import any other
+// fencegate package: it stands in for a real engine, so it may know nothing
+// of the gateway, the failover core or their types.
+package sim

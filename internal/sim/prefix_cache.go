@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"container/list"
+	"sync"
+)
+
+// prefixCache models vLLM's automatic prefix caching: prompt token ids are
+// cut into full blocks, each block is identified by a hash chained over all
+// blocks before it (so a block only matches under the same prefix), and the
+// known blocks live in an LRU of bounded size. Only uncached tokens cost
+// prefill time.
+type prefixCache struct {
+	blockSize int
+	capacity  int
+
+	mu    sync.Mutex
+	lru   list.List // of uint64 block hashes; front is most recently used
+	index map[uint64]*list.Element
+}
+
+func newPrefixCache(blockSize, capacity int) *prefixCache {
+	return &prefixCache{
+		blockSize: blockSize,
+		capacity:  capacity,
+		index:     make(map[uint64]*list.Element),
+	}
+}
+
+// blockHashes returns the chained hashes of the first maxBlocks full blocks
+// of ids (all full blocks when maxBlocks < 0).
+func (c *prefixCache) blockHashes(ids []uint32, maxBlocks int) []uint64 {
+	n := len(ids) / c.blockSize
+	if maxBlocks >= 0 && n > maxBlocks {
+		n = maxBlocks
+	}
+	hashes := make([]uint64, n)
+	parent := uint64(fnvOffset)
+	for b := range n {
+		h := parent
+		for _, id := range ids[b*c.blockSize : (b+1)*c.blockSize] {
+			h = mix64(h ^ uint64(id))
+		}
+		hashes[b] = h
+		parent = h
+	}
+	return hashes
+}
+
+// lookup returns how many leading prompt tokens are already cached. Like
+// vLLM it never reports the whole prompt as cached: the last prompt token is
+// always computed, so at most the full blocks within the first len(ids)-1
+// tokens can hit.
+func (c *prefixCache) lookup(ids []uint32) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	hashes := c.blockHashes(ids, (len(ids)-1)/c.blockSize)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hits := 0
+	for _, h := range hashes {
+		e, ok := c.index[h]
+		if !ok {
+			break
+		}
+		c.lru.MoveToFront(e)
+		hits++
+	}
+	return hits * c.blockSize
+}
+
+// insert records every full block of ids, evicting the least recently used
+// blocks beyond capacity.
+func (c *prefixCache) insert(ids []uint32) {
+	hashes := c.blockHashes(ids, -1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hashes {
+		if e, ok := c.index[h]; ok {
+			c.lru.MoveToFront(e)
+			continue
+		}
+		c.index[h] = c.lru.PushFront(h)
+		for c.lru.Len() > c.capacity {
+			oldest := c.lru.Back()
+			c.lru.Remove(oldest)
+			delete(c.index, oldest.Value.(uint64))
+		}
+	}
+}
+
+// reset empties the cache, as a restarted engine starts with cold KV memory.
+func (c *prefixCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	clear(c.index)
+}

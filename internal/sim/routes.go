@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+)
+
+// routes builds the replica's HTTP surface: vLLM's OpenAI server endpoints
+// plus the /sim control endpoints.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/chat/completions", s.serveGeneration(endpointChat))
+	mux.Handle("POST /v1/completions", s.serveGeneration(endpointCompletions))
+	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {}) // 200, empty body, as vLLM
+	mux.HandleFunc("POST /tokenize", s.serveTokenize)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("POST /sim/faults", s.serveArmFault)
+	mux.HandleFunc("GET /sim/requests", s.serveRecords)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"}) // FastAPI's 404
+	})
+	return s.tracked(mux)
+}
+
+// writeJSON sends v as a JSON response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encoding the reply: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a client that left cannot be told anything
+}
+
+// modelCard is vLLM's /v1/models entry, plus the replica's fingerprint.
+type modelCard struct {
+	ID          string            `json:"id"`
+	Object      string            `json:"object"`
+	Created     int64             `json:"created"`
+	OwnedBy     string            `json:"owned_by"`
+	Root        string            `json:"root"`
+	Parent      *string           `json:"parent"`
+	MaxModelLen int               `json:"max_model_len"`
+	Permission  []modelPermission `json:"permission"`
+	Fingerprint map[string]string `json:"fingerprint"`
+}
+
+type modelPermission struct {
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Created            int64   `json:"created"`
+	AllowCreateEngine  bool    `json:"allow_create_engine"`
+	AllowSampling      bool    `json:"allow_sampling"`
+	AllowLogprobs      bool    `json:"allow_logprobs"`
+	AllowSearchIndices bool    `json:"allow_search_indices"`
+	AllowView          bool    `json:"allow_view"`
+	AllowFineTuning    bool    `json:"allow_fine_tuning"`
+	Organization       string  `json:"organization"`
+	Group              *string `json:"group"`
+	IsBlocking         bool    `json:"is_blocking"`
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
+	created := s.started.Unix()
+	card := modelCard{
+		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "fencegate-sim",
+		Root: s.cfg.Model, MaxModelLen: maxModelLen, Fingerprint: s.cfg.Fingerprint,
+		Permission: []modelPermission{{
+			ID:      fmt.Sprintf("modelperm-%016x", rand.Uint64()),
+			Object:  "model_permission",
+			Created: created, AllowSampling: true, AllowLogprobs: true, AllowView: true,
+			Organization: "*",
+		}},
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelCard{card}})
+}
+
+// tokenizeRequest is vLLM's /tokenize body: a prompt, or chat messages that
+// are rendered with the chat template first.
+type tokenizeRequest struct {
+	Model               string          `json:"model"`
+	Prompt              *string         `json:"prompt"`
+	Messages            []chatMessageIn `json:"messages"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+}
+
+func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
+	var req tokenizeRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
+		s.writeError(w, apiError{status: http.StatusBadRequest, message: "JSON decode error: " + err.Error()})
+		return
+	}
+	if req.Model != "" && req.Model != s.cfg.Model {
+		s.writeError(w, apiError{status: http.StatusNotFound, message: fmt.Sprintf("The model `%s` does not exist.", req.Model), param: "model"})
+		return
+	}
+	var text string
+	switch {
+	case req.Prompt != nil:
+		text = *req.Prompt
+	case req.Messages != nil:
+		chat := completionRequest{Messages: req.Messages}
+		prompt, invalid := promptOf(endpointChat, &chat)
+		if invalid != nil {
+			s.writeError(w, *invalid)
+			return
+		}
+		text = prompt
+	default:
+		s.writeError(w, apiError{status: http.StatusBadRequest, message: "Field required: prompt or messages", param: "prompt"})
+		return
+	}
+	ids := tokenIDs(text)
+	tokens := make([]int, len(ids))
+	for i, id := range ids {
+		tokens[i] = int(id)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"count":         len(tokens),
+		"max_model_len": maxModelLen,
+		"tokens":        tokens,
+		"token_strs":    nil,
+	})
+}

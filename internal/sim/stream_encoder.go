@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// streamEncoder renders one request's SSE events in vLLM's exact shapes.
+// It appends to a reused buffer from pre-encoded pieces, so a token costs
+// no JSON encoding and no allocation.
+type streamEncoder struct {
+	chat bool
+	head []byte // `data: {"id":"…","object":"…","created":N,"model":"…"`
+	buf  []byte
+}
+
+func newStreamEncoder(endpoint, id string, created int64, model string) *streamEncoder {
+	e := &streamEncoder{chat: endpoint == endpointChat}
+	object := "text_completion"
+	if e.chat {
+		object = "chat.completion.chunk"
+	}
+	idJSON, _ := json.Marshal(id) // strings always encode
+	modelJSON, _ := json.Marshal(model)
+	e.head = append(e.head, `data: {"id":`...)
+	e.head = append(e.head, idJSON...)
+	e.head = append(e.head, `,"object":"`+object+`","created":`...)
+	e.head = strconv.AppendInt(e.head, created, 10)
+	e.head = append(e.head, `,"model":`...)
+	e.head = append(e.head, modelJSON...)
+	e.buf = make([]byte, 0, 512)
+	return e
+}
+
+// reset starts a new batch of events in the buffer.
+func (e *streamEncoder) reset() { e.buf = e.buf[:0] }
+
+// bytes returns the events appended since reset.
+func (e *streamEncoder) bytes() []byte { return e.buf }
+
+// role appends the chat stream's first chunk, the assistant role with empty
+// content. Text completions have none.
+func (e *streamEncoder) role() {
+	if !e.chat {
+		return
+	}
+	e.buf = append(e.buf, e.head...)
+	e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+}
+
+// token appends the chunk carrying vocabulary word w.
+func (e *streamEncoder) token(w int) {
+	e.buf = append(e.buf, e.head...)
+	if e.chat {
+		e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{"content":`...)
+		e.buf = append(e.buf, vocabularyJSON[w]...)
+		e.buf = append(e.buf, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		return
+	}
+	e.buf = append(e.buf, `,"choices":[{"index":0,"text":`...)
+	e.buf = append(e.buf, vocabularyJSON[w]...)
+	e.buf = append(e.buf, `,"logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
+}
+
+// finish appends the chunk with the finish reason and an empty delta.
+func (e *streamEncoder) finish(reason string) {
+	e.buf = append(e.buf, e.head...)
+	if e.chat {
+		e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	} else {
+		e.buf = append(e.buf, `,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+	}
+	e.buf = append(e.buf, reason...)
+	e.buf = append(e.buf, `","stop_reason":null}]}`+"\n\n"...)
+}
+
+// usage appends the usage chunk sent when stream_options.include_usage is
+// set: no choices, only the token counts.
+func (e *streamEncoder) usage(prompt, completion int) {
+	e.buf = append(e.buf, e.head...)
+	e.buf = append(e.buf, `,"choices":[],"usage":{"prompt_tokens":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(prompt), 10)
+	e.buf = append(e.buf, `,"total_tokens":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(prompt+completion), 10)
+	e.buf = append(e.buf, `,"completion_tokens":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(completion), 10)
+	e.buf = append(e.buf, "}}\n\n"...)
+}
+
+// done appends the stream terminator.
+func (e *streamEncoder) done() { e.buf = append(e.buf, "data: [DONE]\n\n"...) }
+
+// errorEvent appends a mid-stream error event with the given JSON body.
+func (e *streamEncoder) errorEvent(body []byte) {
+	e.buf = append(e.buf, "data: "...)
+	e.buf = append(e.buf, body...)
+	e.buf = append(e.buf, "\n\n"...)
+}
