@@ -1,0 +1,56 @@
+package sse
+
+import (
+	"bytes"
+	"testing"
+)
+
+// BenchmarkDecodeClassify decodes and classifies a typical vLLM chat stream
+// (role chunk, 200 content chunks, finish, usage, [DONE]) delivered in reads
+// of 4 KiB, and reports ns per event besides MB/s.
+func BenchmarkDecodeClassify(b *testing.B) {
+	var stream []byte
+	stream = AppendData(stream, []byte(vllmRole))
+	for range 200 {
+		stream = AppendData(stream, []byte(vllmContent))
+	}
+	stream = AppendData(stream, []byte(vllmFinish))
+	stream = AppendData(stream, []byte(vllmUsage))
+	stream = append(stream, DoneEvent...)
+	events := bytes.Count(stream, []byte("\n\n"))
+
+	var d Decoder
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	outputs := 0
+	for b.Loop() {
+		d.Reset()
+		for i := 0; i < len(stream); i += 4096 {
+			d.Append(stream[i:min(i+4096, len(stream))])
+			for {
+				e, ok := d.Next()
+				if !ok {
+					break
+				}
+				if e.Class&Output != 0 {
+					outputs++
+				}
+			}
+		}
+	}
+	if outputs != 200*b.N {
+		b.Fatalf("saw %d output events, want %d", outputs, 200*b.N)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
+}
+
+// BenchmarkClassify measures the scanner alone on one content chunk.
+func BenchmarkClassify(b *testing.B) {
+	data := []byte(vllmContent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(data)
+	}
+}

@@ -1,0 +1,270 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+)
+
+// MaxEventSize is the largest event a Decoder accepts. It bounds the memory a
+// single stream can pin: an engine that never ends an event cannot make the
+// gateway buffer without limit.
+const MaxEventSize = 4 << 20
+
+// ErrEventTooLarge is reported by Decoder.Err once an event (complete or still
+// incomplete) is larger than MaxEventSize.
+var ErrEventTooLarge = errors.New("sse: event larger than 4 MiB")
+
+// Decoder splits a server-sent event stream into events incrementally. Feed it
+// whatever each Read returned with Append, then call Next until it reports
+// false. The zero value is ready to use.
+//
+// Lines may end in LF, CRLF or CR, also mixed, and a CRLF may be split across
+// two Appends. One case cannot be decided without waiting: an event whose
+// terminating blank line is a CR that is the last byte appended so far. The
+// event is returned at once rather than held until the next Read (a CR-only
+// engine would otherwise see every event delayed by one), and an LF that
+// arrives first in the next Append is dropped: it would only complete a CRLF
+// that every SSE parser already treats as one line end. Only then does Raw
+// differ from the bytes received, by that one LF.
+type Decoder struct {
+	buf   []byte // received bytes; buf[start:] is not yet returned by Next
+	start int    // first byte of the event being assembled
+	pos   int    // next byte to scan for a line end; start <= pos <= len(buf)
+
+	// atLineStart is true when pos is the first byte of a line, so a line end
+	// found there is a blank line and ends the event.
+	atLineStart bool
+	// crPending is true when the byte before pos is a CR that ended a line and
+	// the byte at pos, if it is an LF, belongs to that CR.
+	crPending bool
+	// dropLF is true when the last event ended with a CR at the end of the
+	// buffer: an LF at the start of the next event is dropped (see Decoder).
+	dropLF bool
+
+	scratch []byte // joined multi-line data; reset on Append
+	limit   int    // 0 means MaxEventSize; tests lower it
+	err     error
+}
+
+// Append copies p into the decoder. Events returned by Next before this call
+// become invalid, because their bytes may be moved. After Err reports an error,
+// Append drops its input.
+func (d *Decoder) Append(p []byte) {
+	if d.err != nil {
+		return
+	}
+	if d.start > 0 {
+		// Move the incomplete tail to the front so the buffer stops growing
+		// once it fits the largest read plus the largest partial event.
+		n := copy(d.buf, d.buf[d.start:])
+		d.buf = d.buf[:n]
+		d.pos -= d.start
+		d.start = 0
+	}
+	if len(d.buf) == 0 {
+		d.pos = 0
+		d.atLineStart = true
+	}
+	d.buf = append(d.buf, p...)
+	d.scratch = d.scratch[:0]
+}
+
+// Next returns the next complete event, or false when more bytes are needed
+// (or Err is set). Events made only of blank lines are skipped.
+func (d *Decoder) Next() (Event, bool) {
+	for d.err == nil {
+		end, ok := d.scanEventEnd()
+		if !ok {
+			if len(d.buf)-d.start > d.maxSize() {
+				d.fail()
+			}
+			return Event{}, false
+		}
+		if end-d.start > d.maxSize() {
+			d.fail()
+			return Event{}, false
+		}
+		raw := d.buf[d.start:end]
+		d.start = end
+		if ev, ok := d.parseEvent(raw); ok {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+// Buffered returns the number of bytes held that Next has not returned yet:
+// after Next reports false, the bytes of an incomplete event.
+func (d *Decoder) Buffered() int { return len(d.buf) - d.start }
+
+// Err returns ErrEventTooLarge once an event exceeded MaxEventSize; the stream
+// cannot be resynchronised after that, so the decoder stays failed until Reset.
+func (d *Decoder) Err() error { return d.err }
+
+// Reset drops all buffered bytes and any error, keeping the allocated buffers.
+func (d *Decoder) Reset() {
+	*d = Decoder{buf: d.buf[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
+}
+
+func (d *Decoder) maxSize() int {
+	if d.limit > 0 {
+		return d.limit
+	}
+	return MaxEventSize
+}
+
+func (d *Decoder) fail() {
+	d.err = ErrEventTooLarge
+	d.buf = d.buf[:0]
+	d.start, d.pos = 0, 0
+}
+
+// scanEventEnd advances the line scanner and returns the offset just past the
+// blank line that ends the current event. Scanning resumes where the previous
+// call stopped, so a large event arriving in many small reads is scanned once.
+func (d *Decoder) scanEventEnd() (int, bool) {
+	buf := d.buf
+	pos := d.pos
+	if pos == d.start {
+		// A fresh event: pos == start only happens at an event's first byte.
+		d.atLineStart = true
+	}
+	for pos < len(buf) {
+		if d.crPending {
+			d.crPending = false
+			if buf[pos] == '\n' {
+				pos++
+				continue
+			}
+		}
+		if d.dropLF {
+			d.dropLF = false
+			if pos == d.start && buf[pos] == '\n' {
+				pos++
+				d.start = pos
+				continue
+			}
+		}
+		if d.atLineStart {
+			switch buf[pos] {
+			case '\n':
+				d.pos = pos + 1
+				return pos + 1, true
+			case '\r':
+				if pos+1 == len(buf) {
+					d.pos = pos + 1
+					d.dropLF = true
+					return pos + 1, true
+				}
+				if buf[pos+1] == '\n' {
+					pos++
+				}
+				d.pos = pos + 1
+				return pos + 1, true
+			}
+		}
+		i := indexLineEnd(buf[pos:])
+		if i < 0 {
+			d.atLineStart = false
+			pos = len(buf)
+			break
+		}
+		pos += i
+		if buf[pos] == '\r' {
+			d.crPending = true
+		}
+		pos++
+		d.atLineStart = true
+	}
+	d.pos = pos
+	return 0, false
+}
+
+// indexLineEnd returns the index of the first CR or LF in b, or -1.
+func indexLineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}
+
+// parseEvent reads the fields of one complete event. It reports false for an
+// event with no lines at all (a stray blank line), which is not forwarded.
+// An event with no data field but an "error" field (older llama.cpp servers)
+// gets that field's value as Data and is classed Error.
+func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
+	ev := Event{Raw: raw}
+	rest := raw
+	dataLines := 0
+	comments := 0
+	fields := 0
+	var errorValue []byte
+	for len(rest) > 0 {
+		i := indexLineEnd(rest)
+		line := rest[:i] // every line in a complete event has an end
+		next := i + 1
+		if rest[i] == '\r' && next < len(rest) && rest[next] == '\n' {
+			next++
+		}
+		rest = rest[next:]
+		if len(line) == 0 {
+			break // the blank line that ends the event
+		}
+		if line[0] == ':' {
+			comments++
+			continue
+		}
+		fields++
+		name, value := line, line[len(line):]
+		if c := bytes.IndexByte(line, ':'); c >= 0 {
+			name, value = line[:c], line[c+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(name) {
+		case "data":
+			dataLines++
+			switch dataLines {
+			case 1:
+				ev.Data = value
+			case 2:
+				// Join into scratch space; the buffer itself is never edited,
+				// so Raw stays exactly what the engine sent.
+				start := len(d.scratch)
+				d.scratch = append(d.scratch, ev.Data...)
+				d.scratch = append(d.scratch, '\n')
+				d.scratch = append(d.scratch, value...)
+				ev.Data = d.scratch[start:len(d.scratch):len(d.scratch)]
+			default:
+				start := len(d.scratch) - len(ev.Data)
+				d.scratch = append(d.scratch, '\n')
+				d.scratch = append(d.scratch, value...)
+				ev.Data = d.scratch[start:len(d.scratch):len(d.scratch)]
+			}
+		case "event":
+			ev.Name = value
+		case "error":
+			// Older llama.cpp servers report a failure mid-stream as an
+			// "error:" field instead of a data line.
+			errorValue = value
+		}
+		// id, retry and unknown fields carry nothing the gateway acts on.
+	}
+	switch {
+	case ev.Data != nil:
+		ev.Class = Classify(ev.Data)
+	case errorValue != nil:
+		ev.Data = errorValue
+		ev.Class = Classify(errorValue) | Error
+	case fields == 0 && comments > 0:
+		ev.Class = Comment
+	case fields == 0:
+		return Event{}, false
+	}
+	return ev, true
+}

@@ -1,0 +1,75 @@
+package sse
+
+import "strings"
+
+// Event is one complete server-sent event. Its slices point into the Decoder's
+// buffer (or, for multi-line data, into the Decoder's scratch space) and stay
+// valid until the next call to Decoder.Append or Decoder.Reset.
+type Event struct {
+	// Raw is the whole event as received, including the blank line that ends
+	// it, so it can be forwarded verbatim.
+	Raw []byte
+	// Data is the value of the data field. Several data lines are joined with
+	// '\n' (only then is Data a copy). Nil when the event has no data field,
+	// except that an event with an "error" field and no data (how older
+	// llama.cpp servers report a failure) carries that field's value here.
+	Data []byte
+	// Name is the value of the event field, nil when there is none.
+	Name []byte
+	// Class says what the event carries.
+	Class Class
+}
+
+// Class is a bit set describing what an event carries.
+type Class uint16
+
+const (
+	// Comment marks an event made only of comment lines (": keepalive").
+	Comment Class = 1 << iota
+	// Done marks data that is exactly [DONE].
+	Done
+	// Output marks a chunk where some choice carries generated output: non-empty
+	// content, reasoning_content or reasoning, a non-empty tool_calls array
+	// (in delta for streams, in message for the non-stream shape), or non-empty
+	// text (completions).
+	Output
+	// Finish marks a chunk where some choice has a non-null finish_reason.
+	Finish
+	// Usage marks a chunk with a top-level "usage" object.
+	Usage
+	// Error marks a chunk with a non-null top-level "error" or with
+	// "object":"error".
+	Error
+	// Malformed marks data that is not valid JSON (and not [DONE]).
+	Malformed
+)
+
+// OutputBearing reports whether an event carrying c crosses the delivery
+// boundary: it has output or a finish reason.
+func (c Class) OutputBearing() bool { return c&(Output|Finish) != 0 }
+
+var classNames = [...]string{"Comment", "Done", "Output", "Finish", "Usage", "Error", "Malformed"}
+
+// String lists the set bits, e.g. "Output|Finish"; "0" for the empty set.
+func (c Class) String() string {
+	if c == 0 {
+		return "0"
+	}
+	var b strings.Builder
+	for i, name := range classNames {
+		if c&(1<<i) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(name)
+	}
+	if rest := c &^ (1<<len(classNames) - 1); rest != 0 {
+		if b.Len() > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString("unknown")
+	}
+	return b.String()
+}
