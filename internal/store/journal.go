@@ -1,0 +1,333 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// JournalOptions configures a Journal. The zero value gives the defaults.
+type JournalOptions struct {
+	// FlushEvery is the longest a submitted mutation waits before its batch
+	// is written. Default 20ms.
+	FlushEvery time.Duration
+	// MaxBatch is the most mutations written in one Apply (one
+	// transaction); reaching it starts a write at once. Default 256.
+	MaxBatch int
+	// MaxPendingTraces bounds the trace events waiting to be written. Past
+	// it, new trace events are dropped and counted (JournalStats.DroppedTraces):
+	// traces are diagnostics, never the record of what happened. Journal
+	// records (requests, attempts) are never dropped. Default 8192.
+	MaxPendingTraces int
+	// Logger receives write failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o JournalOptions) withDefaults() JournalOptions {
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = 20 * time.Millisecond
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.MaxPendingTraces <= 0 {
+		o.MaxPendingTraces = 8192
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// maxRetryBackoff caps the wait between two failed writes.
+const maxRetryBackoff = time.Second
+
+// Journal writes mutations to a Store asynchronously, in batches, so that
+// journaling stays off the token path.
+//
+// Why coalescing instead of a bounded channel: Submit is called from the
+// streaming path and must never block it, and a journal record must never
+// be silently lost. A bounded channel forces a choice between the two when
+// the database is slow. Instead, pending mutations are merged per key: all
+// pending UpdateRequests of one request (and owner) become one, all pending
+// UpsertAttempts of one attempt become one, using the same merge rules the
+// store applies (mergeUpdates, mergeAttempt). Memory is then bounded by the
+// number of live requests and attempts, not by the event rate, even while
+// the database is down; Submit only takes a mutex for a map lookup. Only
+// trace events, which cannot be merged, have a cap (MaxPendingTraces).
+//
+// Order: mutations are written in submission order, except that a merged
+// update or attempt keeps the position of the first one it absorbed. A
+// CreateRequest is written before any update submitted after it.
+//
+// A failed Apply is retried (with backoff) before anything newer is
+// written. Flush writes everything submitted before it was called; Close
+// stops the background writer and flushes.
+type Journal struct {
+	store Store
+	opts  JournalOptions
+
+	mu       sync.Mutex
+	pending  []Mutation
+	updates  map[updateKey]int // index in pending of the merged update
+	attempts map[string]int    // index in pending of the merged attempt upsert
+	traces   int               // trace events in pending
+	inflight int               // mutations taken by a writer, not yet written
+	closed   bool
+	stats    JournalStats
+
+	// writing is a one-slot semaphore: one writer at a time (the
+	// background loop or a Flush caller), and waiting for it honours ctx.
+	writing chan struct{}
+	// retry holds batches taken from pending whose Apply has not
+	// succeeded yet, oldest first. Guarded by writing.
+	retry [][]Mutation
+
+	kick   chan struct{} // "a batch is full", capacity 1
+	stop   chan struct{}
+	done   chan struct{}
+	ctx    context.Context // cancelled by Close to abort a hung write
+	cancel context.CancelFunc
+}
+
+type updateKey struct{ id, owner string }
+
+// JournalStats are counters for metrics. Pending counts mutations not yet
+// written (after merging).
+type JournalStats struct {
+	Pending       int
+	Submitted     uint64 // accepted by Submit
+	Merged        uint64 // absorbed into a pending mutation
+	Written       uint64 // mutations applied
+	Batches       uint64 // successful Apply calls
+	FailedBatches uint64 // failed Apply calls (each is retried)
+	DroppedTraces uint64 // trace events over MaxPendingTraces
+	Rejected      uint64 // invalid mutations and those submitted after Close
+	LastError     error  // of the last failed Apply, nil after a success
+}
+
+// NewJournal starts a journal writing to s. Call Close to stop it; the
+// journal does not close s.
+func NewJournal(s Store, opts JournalOptions) *Journal {
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &Journal{
+		store:    s,
+		opts:     opts.withDefaults(),
+		updates:  make(map[updateKey]int),
+		attempts: make(map[string]int),
+		writing:  make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	go j.run()
+	return j
+}
+
+// Submit queues a mutation for writing and returns at once; it never blocks
+// on I/O. The journal takes ownership of the byte slices in m. An invalid
+// mutation (see ValidateMutation) is dropped, logged and counted in
+// Rejected: it would fail its whole batch forever.
+func (j *Journal) Submit(m Mutation) {
+	if err := ValidateMutation(m); err != nil {
+		j.opts.Logger.Error("journal: mutation rejected", "err", err)
+		j.mu.Lock()
+		j.stats.Rejected++
+		j.mu.Unlock()
+		return
+	}
+	j.mu.Lock()
+	full, accepted := j.addLocked(m)
+	j.mu.Unlock()
+	if !accepted {
+		return
+	}
+	if full {
+		select {
+		case j.kick <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
+}
+
+// addLocked merges or appends m; full reports that a batch is ready.
+func (j *Journal) addLocked(m Mutation) (full, accepted bool) {
+	if j.closed {
+		j.stats.Rejected++
+		return false, false
+	}
+	switch m := m.(type) {
+	case UpdateRequest:
+		k := updateKey{m.ID, m.Owner}
+		if i, ok := j.updates[k]; ok {
+			j.pending[i] = mergeUpdates(j.pending[i].(UpdateRequest), m)
+			j.stats.Submitted++
+			j.stats.Merged++
+			return false, true
+		}
+		j.updates[k] = len(j.pending)
+	case UpsertAttempt:
+		if i, ok := j.attempts[m.Attempt.ID]; ok {
+			prev := j.pending[i].(UpsertAttempt)
+			j.pending[i] = UpsertAttempt{Attempt: mergeAttempt(prev.Attempt, m.Attempt)}
+			j.stats.Submitted++
+			j.stats.Merged++
+			return false, true
+		}
+		j.attempts[m.Attempt.ID] = len(j.pending)
+	case AddTrace:
+		if j.traces >= j.opts.MaxPendingTraces {
+			j.stats.DroppedTraces++
+			return false, false
+		}
+		j.traces++
+	}
+	j.pending = append(j.pending, m)
+	j.stats.Submitted++
+	return len(j.pending) >= j.opts.MaxBatch, true
+}
+
+// takeLocked moves all pending mutations out, split into batches.
+func (j *Journal) takeLocked() [][]Mutation {
+	if len(j.pending) == 0 {
+		return nil
+	}
+	all := j.pending
+	j.pending = nil
+	clear(j.updates)
+	clear(j.attempts)
+	j.traces = 0
+	j.inflight += len(all)
+	var batches [][]Mutation
+	for len(all) > 0 {
+		n := min(len(all), j.opts.MaxBatch)
+		batches = append(batches, all[:n:n])
+		all = all[n:]
+	}
+	return batches
+}
+
+// Flush writes everything submitted before it was called, and returns the
+// first write error (the failed batch stays queued and is retried).
+func (j *Journal) Flush(ctx context.Context) error {
+	select {
+	case j.writing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("store: journal flush: %w", ctx.Err())
+	}
+	defer func() { <-j.writing }()
+	return j.writeLocked(ctx)
+}
+
+// writeLocked writes the retry queue and then what is pending; the caller
+// holds j.writing.
+func (j *Journal) writeLocked(ctx context.Context) error {
+	j.mu.Lock()
+	j.retry = append(j.retry, j.takeLocked()...)
+	j.mu.Unlock()
+	for len(j.retry) > 0 {
+		batch := j.retry[0]
+		err := j.store.Apply(ctx, batch)
+		j.mu.Lock()
+		if err != nil {
+			j.stats.FailedBatches++
+			j.stats.LastError = err
+			j.mu.Unlock()
+			return fmt.Errorf("store: journal write: %w", err)
+		}
+		j.stats.Batches++
+		j.stats.Written += uint64(len(batch))
+		j.stats.LastError = nil
+		j.inflight -= len(batch)
+		j.mu.Unlock()
+		j.retry[0] = nil
+		j.retry = j.retry[1:]
+	}
+	j.retry = nil
+	return nil
+}
+
+// run is the background writer: every FlushEvery, or at once when a batch
+// is full; after a failure it backs off, doubling up to maxRetryBackoff.
+func (j *Journal) run() {
+	defer close(j.done)
+	ticker := time.NewTicker(j.opts.FlushEvery)
+	defer ticker.Stop()
+	backoff := j.opts.FlushEvery
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-ticker.C:
+		case <-j.kick:
+		}
+		if j.pendingOrRetry() == 0 {
+			continue
+		}
+		j.writing <- struct{}{}
+		err := j.writeLocked(j.ctx)
+		<-j.writing
+		if err == nil {
+			backoff = j.opts.FlushEvery
+			continue
+		}
+		if errors.Is(j.ctx.Err(), context.Canceled) {
+			return
+		}
+		j.opts.Logger.Warn("journal: write failed, will retry", "err", err, "retry_in", backoff)
+		wait := time.NewTimer(backoff)
+		select {
+		case <-j.stop:
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+		backoff = min(2*backoff, maxRetryBackoff)
+	}
+}
+
+func (j *Journal) pendingOrRetry() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending) + j.inflight
+}
+
+// Close stops the background writer and writes what is still queued. If
+// ctx ends first, a write in progress is aborted and ctx's error returned;
+// mutations not written by then are lost (Stats().Pending says how many).
+// Submit after Close drops the mutation and counts it as Rejected.
+func (j *Journal) Close(ctx context.Context) error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	close(j.stop)
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		j.cancel()
+		<-j.done
+	}
+	defer j.cancel()
+	if err := j.Flush(ctx); err != nil {
+		return fmt.Errorf("store: journal close: %w", err)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the journal's counters.
+func (j *Journal) Stats() JournalStats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := j.stats
+	s.Pending = len(j.pending) + j.inflight
+	return s
+}

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Mutation is one journal write: CreateRequest, UpdateRequest,
+// UpsertAttempt or AddTrace. Every mutation is idempotent (applying it twice
+// leaves the same row), so a batch whose commit was ambiguous can be
+// applied again.
+type Mutation interface {
+	// requestID names the logical request the mutation belongs to.
+	requestID() string
+	validate() error
+}
+
+// CreateRequest inserts a logical request without an idempotency key (keyed
+// requests go through Store.Claim, which decides atomically). Inserting an
+// id that already exists is a no-op.
+type CreateRequest struct {
+	Request Request
+}
+
+// UpdateRequest changes a running logical request. Zero-valued fields mean
+// "unchanged", and each field has the merge rule written on it, so that two
+// updates applied one after the other equal their merge (the Journal relies
+// on this to coalesce).
+type UpdateRequest struct {
+	ID string
+	// Owner, when set, fences the update: it applies only while the row is
+	// still owned by this gateway, so a gateway whose request was taken over
+	// cannot overwrite the new owner's record.
+	Owner string
+	// At becomes updated_at when it is later than the stored one.
+	At    time.Time
+	Phase Phase // the last one set wins
+	// Outcome is write-once: ignored when the row already has one.
+	Outcome Outcome
+	// FirstDeltaSent sets the boundary latch (false leaves it as it is). For
+	// keyed requests use Store.MarkFirstDelta, which is synchronous.
+	FirstDeltaSent bool
+	// DeliveredOutputTokens only grows: the larger of stored and given wins.
+	DeliveredOutputTokens int64
+	ModelRevision         string // the last non-empty one wins
+	Error                 []byte // the last non-nil one wins
+	// Response, when non-nil, replaces the stored response together with
+	// ResponseIsSSE and ResponseStatus. Ignored for requests without an
+	// idempotency key.
+	Response       []byte
+	ResponseIsSSE  bool
+	ResponseStatus int
+}
+
+// UpsertAttempt inserts or updates an attempt. On update: Replica and
+// EndReason keep the stored value when given empty, StartedAt and EndedAt
+// when given zero; LeaseEpoch only grows; CancelSent and CancelAcked are
+// one-way latches.
+type UpsertAttempt struct {
+	Attempt Attempt
+}
+
+// AddTrace appends one trace event; an event with an existing (RequestID,
+// Seq) is ignored.
+type AddTrace struct {
+	Event TraceEvent
+}
+
+func (m CreateRequest) requestID() string { return m.Request.ID }
+func (m UpdateRequest) requestID() string { return m.ID }
+func (m UpsertAttempt) requestID() string { return m.Attempt.RequestID }
+func (m AddTrace) requestID() string      { return m.Event.RequestID }
+
+func (m CreateRequest) validate() error {
+	r := &m.Request
+	switch {
+	case r.ID == "":
+		return errors.New("store: create request: id is empty")
+	case r.Phase == "":
+		return fmt.Errorf("store: create request %s: phase is empty", r.ID)
+	case r.CreatedAt.IsZero():
+		return fmt.Errorf("store: create request %s: created time is zero", r.ID)
+	}
+	return nil
+}
+
+func (m UpdateRequest) validate() error {
+	if m.ID == "" {
+		return errors.New("store: update request: id is empty")
+	}
+	if m.DeliveredOutputTokens < 0 {
+		return fmt.Errorf("store: update request %s: negative delivered tokens %d", m.ID, m.DeliveredOutputTokens)
+	}
+	return nil
+}
+
+func (m UpsertAttempt) validate() error {
+	a := &m.Attempt
+	switch {
+	case a.ID == "" || a.RequestID == "":
+		return fmt.Errorf("store: upsert attempt %q: id and request id are required", a.ID)
+	case a.N < 1:
+		return fmt.Errorf("store: upsert attempt %s: n must be >= 1, got %d", a.ID, a.N)
+	}
+	return nil
+}
+
+func (m AddTrace) validate() error {
+	if m.Event.RequestID == "" {
+		return errors.New("store: add trace: request id is empty")
+	}
+	return nil
+}
+
+// ValidateMutation reports why a mutation cannot be applied, or nil. Apply
+// rejects a batch holding an invalid mutation; Journal.Submit drops (and
+// counts) it instead, since the token path cannot handle an error.
+func ValidateMutation(m Mutation) error {
+	if m == nil {
+		return errors.New("store: nil mutation")
+	}
+	return m.validate()
+}
+
+// applyUpdate is the Go model of UpdateRequest, used by the memory store. The
+// SQL statements in sql_statements.go implement the same rules.
+func applyUpdate(r *Request, u UpdateRequest) {
+	if u.Owner != "" && r.Owner != u.Owner {
+		return
+	}
+	if at := normTime(u.At); at.After(r.UpdatedAt) {
+		r.UpdatedAt = at
+	}
+	if u.Phase != "" {
+		r.Phase = u.Phase
+	}
+	if r.Outcome == OutcomeRunning {
+		r.Outcome = u.Outcome
+	}
+	r.FirstDeltaSent = r.FirstDeltaSent || u.FirstDeltaSent
+	r.DeliveredOutputTokens = max(r.DeliveredOutputTokens, u.DeliveredOutputTokens)
+	if u.ModelRevision != "" {
+		r.ModelRevision = u.ModelRevision
+	}
+	if u.Error != nil {
+		r.Error = cloneBytes(u.Error)
+	}
+	if u.Response != nil && r.IdempotencyKey != "" {
+		r.Response = cloneBytes(u.Response)
+		r.ResponseIsSSE = u.ResponseIsSSE
+		r.ResponseStatus = u.ResponseStatus
+	}
+}
+
+// mergeUpdates returns one update equal to applying a then b. Both must
+// carry the same ID and Owner.
+func mergeUpdates(a, b UpdateRequest) UpdateRequest {
+	m := a
+	if b.At.After(m.At) {
+		m.At = b.At
+	}
+	if b.Phase != "" {
+		m.Phase = b.Phase
+	}
+	if m.Outcome == OutcomeRunning {
+		m.Outcome = b.Outcome
+	}
+	m.FirstDeltaSent = a.FirstDeltaSent || b.FirstDeltaSent
+	m.DeliveredOutputTokens = max(a.DeliveredOutputTokens, b.DeliveredOutputTokens)
+	if b.ModelRevision != "" {
+		m.ModelRevision = b.ModelRevision
+	}
+	if b.Error != nil {
+		m.Error = b.Error
+	}
+	if b.Response != nil {
+		m.Response, m.ResponseIsSSE, m.ResponseStatus = b.Response, b.ResponseIsSSE, b.ResponseStatus
+	}
+	return m
+}
+
+// mergeAttempt returns the stored attempt after an upsert of next over
+// prev; it is also how the Journal coalesces two upserts of one attempt.
+func mergeAttempt(prev, next Attempt) Attempt {
+	m := next
+	if m.Replica == "" {
+		m.Replica = prev.Replica
+	}
+	m.LeaseEpoch = max(prev.LeaseEpoch, next.LeaseEpoch)
+	if m.StartedAt.IsZero() {
+		m.StartedAt = prev.StartedAt
+	}
+	if m.EndedAt.IsZero() {
+		m.EndedAt = prev.EndedAt
+	}
+	if m.EndReason == "" {
+		m.EndReason = prev.EndReason
+	}
+	m.CancelSent = prev.CancelSent || next.CancelSent
+	m.CancelAcked = prev.CancelAcked || next.CancelAcked
+	return m
+}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+)
+
+// SQL shared by SQLite and PostgreSQL. Parameters in expressions whose type
+// PostgreSQL could not infer are compared with a column, never with a bare
+// literal, so the same text prepares in both.
+
+const requestColumns = `id, tenant, idempotency_key, body_hash, model, stream, phase, outcome,
+	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
+	model_revision, error, response, response_is_sse, response_status,
+	created_at, updated_at, expires_at`
+
+// selectRequestColumns reads the key back as "" for rows stored without one
+// (NULL, so that keyless rows never collide in the unique index).
+const selectRequestColumns = `id, tenant, COALESCE(idempotency_key, ''), body_hash, model, stream, phase, outcome,
+	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
+	model_revision, error, response, response_is_sse, response_status,
+	created_at, updated_at, expires_at`
+
+const requestValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21`
+
+const (
+	// insertRequestSQL fails on a duplicate id; used by keyless Claims.
+	insertRequestSQL = `INSERT INTO requests (` + requestColumns + `) VALUES (` + requestValues + `)`
+
+	// insertKeyedRequestSQL inserts unless the (tenant, key) pair exists:
+	// the first half of Claim's decision, one conditional statement.
+	insertKeyedRequestSQL = insertRequestSQL + ` ON CONFLICT (tenant, idempotency_key) DO NOTHING`
+
+	// createRequestSQL is the idempotent insert of CreateRequest.
+	createRequestSQL = insertRequestSQL + ` ON CONFLICT DO NOTHING`
+
+	selectRequestByIDSQL  = `SELECT ` + selectRequestColumns + ` FROM requests WHERE id = $1`
+	selectRequestByKeySQL = `SELECT ` + selectRequestColumns + ` FROM requests WHERE tenant = $1 AND idempotency_key = $2`
+
+	// takeoverSQL moves ownership by compare-and-set on the previous owner
+	// and lease: of two gateways taking over the same row, the second
+	// matches no row.
+	takeoverSQL = `UPDATE requests SET owner = $2, owner_lease_until = $3, updated_at = $4
+	WHERE id = $1 AND owner = $5 AND owner_lease_until = $6 AND outcome = '' AND first_delta_sent = FALSE`
+
+	// markInterruptedSQL records the interruption of a request whose owner
+	// died after crossing the boundary.
+	markInterruptedSQL = `UPDATE requests SET outcome = 'interrupted', phase = 'done', updated_at = $2
+	WHERE id = $1 AND outcome = '' AND first_delta_sent = TRUE AND owner_lease_until <= $2`
+
+	markFirstDeltaSQL = `UPDATE requests SET first_delta_sent = TRUE,
+	first_delta_at = CASE WHEN first_delta_sent THEN first_delta_at ELSE $3 END,
+	updated_at = CASE WHEN updated_at < $3 THEN $3 ELSE updated_at END
+	WHERE id = $1 AND owner = $2`
+
+	selectOwnerSQL = `SELECT owner FROM requests WHERE id = $1`
+
+	renewOwnerSQL = `UPDATE requests
+	SET owner_lease_until = CASE WHEN owner_lease_until < $2 THEN $2 ELSE owner_lease_until END
+	WHERE owner = $1 AND outcome = ''`
+
+	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, cancel_sent, cancel_acked`
+
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	ON CONFLICT (id) DO UPDATE SET
+		replica = CASE WHEN excluded.replica <> '' THEN excluded.replica ELSE attempts.replica END,
+		lease_epoch = CASE WHEN excluded.lease_epoch > attempts.lease_epoch THEN excluded.lease_epoch ELSE attempts.lease_epoch END,
+		started_at = CASE WHEN excluded.started_at <> 0 THEN excluded.started_at ELSE attempts.started_at END,
+		ended_at = CASE WHEN excluded.ended_at <> 0 THEN excluded.ended_at ELSE attempts.ended_at END,
+		end_reason = CASE WHEN excluded.end_reason <> '' THEN excluded.end_reason ELSE attempts.end_reason END,
+		cancel_sent = attempts.cancel_sent OR excluded.cancel_sent,
+		cancel_acked = attempts.cancel_acked OR excluded.cancel_acked`
+
+	selectAttemptsSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE request_id = $1 ORDER BY n, id`
+
+	addTraceSQL = `INSERT INTO trace_events (request_id, seq, at, kind, payload) VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (request_id, seq) DO NOTHING`
+
+	selectTracesSQL = `SELECT request_id, seq, at, kind, payload FROM trace_events WHERE request_id = $1 ORDER BY seq`
+
+	deleteAttemptsOfSQL = `DELETE FROM attempts WHERE request_id = $1`
+	deleteTracesOfSQL   = `DELETE FROM trace_events WHERE request_id = $1`
+	deleteRequestSQL    = `DELETE FROM requests WHERE id = $1`
+
+	expiredIDs          = `SELECT id FROM requests WHERE expires_at <> 0 AND expires_at <= $1`
+	sweepAttemptsSQL    = `DELETE FROM attempts WHERE request_id IN (` + expiredIDs + `)`
+	sweepTracesSQL      = `DELETE FROM trace_events WHERE request_id IN (` + expiredIDs + `)`
+	sweepRequestsSQL    = `DELETE FROM requests WHERE expires_at <> 0 AND expires_at <= $1`
+	updateResponseSQL   = `UPDATE requests SET response = $2, response_is_sse = $3, response_status = $4 WHERE id = $1 AND idempotency_key IS NOT NULL`
+	updateResponseOwned = updateResponseSQL + ` AND owner = $5`
+)
+
+// requestArgs are the values of requestColumns, in order.
+func requestArgs(r *Request) []any {
+	var key any // NULL when absent
+	if r.IdempotencyKey != "" {
+		key = r.IdempotencyKey
+	}
+	return []any{
+		r.ID, r.Tenant, key, r.BodyHash, r.Model, r.Stream, string(r.Phase), string(r.Outcome),
+		r.Owner, toNanos(r.OwnerLeaseUntil), r.FirstDeltaSent, toNanos(r.FirstDeltaAt), r.DeliveredOutputTokens,
+		r.ModelRevision, r.Error, r.Response, r.ResponseIsSSE, int64(r.ResponseStatus),
+		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt),
+	}
+}
+
+func scanRequest(row rowScanner) (*Request, error) {
+	var (
+		r                                Request
+		phase, outcome                   string
+		lease, firstAt, created, updated int64
+		expires, status                  int64
+	)
+	err := row.Scan(&r.ID, &r.Tenant, &r.IdempotencyKey, &r.BodyHash, &r.Model, &r.Stream, &phase, &outcome,
+		&r.Owner, &lease, &r.FirstDeltaSent, &firstAt, &r.DeliveredOutputTokens,
+		&r.ModelRevision, &r.Error, &r.Response, &r.ResponseIsSSE, &status,
+		&created, &updated, &expires)
+	if err != nil {
+		return nil, err
+	}
+	r.Phase, r.Outcome = Phase(phase), Outcome(outcome)
+	r.OwnerLeaseUntil, r.FirstDeltaAt = fromNanos(lease), fromNanos(firstAt)
+	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = fromNanos(created), fromNanos(updated), fromNanos(expires)
+	r.ResponseStatus = int(status)
+	return &r, nil
+}
+
+func attemptArgs(a *Attempt) []any {
+	return []any{
+		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
+		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.CancelSent, a.CancelAcked,
+	}
+}
+
+func scanAttempt(row rowScanner) (Attempt, error) {
+	var (
+		a                    Attempt
+		n, epoch, start, end int64
+	)
+	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.CancelSent, &a.CancelAcked); err != nil {
+		return Attempt{}, err
+	}
+	a.N, a.LeaseEpoch = int(n), uint64(epoch)
+	a.StartedAt, a.EndedAt = fromNanos(start), fromNanos(end)
+	return a, nil
+}
+
+// updateStmts turns an UpdateRequest into statements that set only the
+// fields it carries, with the merge rules documented on UpdateRequest (the
+// Go model is applyUpdate). Building the SET list from the fields present
+// keeps every parameter next to a column, which is how PostgreSQL infers
+// its type.
+func updateStmts(u *UpdateRequest) []sqlStmt {
+	var (
+		b    strings.Builder
+		args = []any{u.ID}
+		sets int
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	set := func(clause string) {
+		if sets > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(clause)
+		sets++
+	}
+	b.WriteString("UPDATE requests SET ")
+	if !u.At.IsZero() {
+		p := arg(toNanos(u.At))
+		set("updated_at = CASE WHEN updated_at < " + p + " THEN " + p + " ELSE updated_at END")
+	}
+	if u.Phase != "" {
+		set("phase = " + arg(string(u.Phase)))
+	}
+	if u.Outcome != OutcomeRunning {
+		set("outcome = COALESCE(NULLIF(outcome, ''), " + arg(string(u.Outcome)) + ")")
+	}
+	if u.FirstDeltaSent {
+		set("first_delta_sent = TRUE")
+	}
+	if u.DeliveredOutputTokens > 0 {
+		p := arg(u.DeliveredOutputTokens)
+		set("delivered_output_tokens = CASE WHEN delivered_output_tokens < " + p + " THEN " + p + " ELSE delivered_output_tokens END")
+	}
+	if u.ModelRevision != "" {
+		set("model_revision = " + arg(u.ModelRevision))
+	}
+	if u.Error != nil {
+		set("error = " + arg(u.Error))
+	}
+	var stmts []sqlStmt
+	if sets > 0 {
+		b.WriteString(" WHERE id = $1")
+		if u.Owner != "" {
+			b.WriteString(" AND owner = " + arg(u.Owner))
+		}
+		stmts = append(stmts, sqlStmt{b.String(), args})
+	}
+	if u.Response != nil {
+		// A separate statement, so the "keyed requests only" rule is a
+		// WHERE condition rather than a CASE mixing NULL and a parameter.
+		if u.Owner != "" {
+			stmts = append(stmts, sqlStmt{updateResponseOwned, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus), u.Owner}})
+		} else {
+			stmts = append(stmts, sqlStmt{updateResponseSQL, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus)}})
+		}
+	}
+	return stmts
+}
+
+// mutationStmts appends the statements of one mutation.
+func mutationStmts(stmts []sqlStmt, m Mutation) []sqlStmt {
+	switch m := m.(type) {
+	case CreateRequest:
+		r := m.Request
+		r.normalize()
+		return append(stmts, sqlStmt{createRequestSQL, requestArgs(&r)})
+	case UpdateRequest:
+		return append(stmts, updateStmts(&m)...)
+	case UpsertAttempt:
+		return append(stmts, sqlStmt{upsertAttemptSQL, attemptArgs(&m.Attempt)})
+	case AddTrace:
+		e := &m.Event
+		return append(stmts, sqlStmt{addTraceSQL, []any{e.RequestID, e.Seq, toNanos(e.At), e.Kind, e.Payload}})
+	}
+	return stmts
+}
