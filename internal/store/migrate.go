@@ -83,9 +83,9 @@ func migrate(ctx context.Context, b sqlBackend, migrations []migration) error {
 
 // createMigrationsTable runs CREATE TABLE IF NOT EXISTS, retrying when a
 // concurrent creator won the race: PostgreSQL checks IF NOT EXISTS before
-// taking its catalog locks, so two creators can collide with a
-// unique_violation (on pg_type) or duplicate_table, after which the table
-// exists.
+// taking its catalog locks, so two creators can collide with
+// unique_violation (on pg_type), duplicate_table or duplicate_object (the
+// table's row type), after which the table exists.
 func createMigrationsTable(ctx context.Context, b sqlBackend) error {
 	var err error
 	for range 3 {
@@ -94,7 +94,7 @@ func createMigrationsTable(ctx context.Context, b sqlBackend) error {
 			return err
 		})
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || (pgErr.Code != "23505" && pgErr.Code != "42P07") {
+		if err == nil || !errors.As(err, &pgErr) || !slices.Contains([]string{"23505", "42P07", "42710"}, pgErr.Code) {
 			break
 		}
 	}
