@@ -1,0 +1,22 @@
+package failover
+
+var actionNames = [...]string{
+	ActStartAttempt:   "start",
+	ActCancelAttempt:  "cancel",
+	ActSendHeaders:    "headers",
+	ActKeepalive:      "keepalive",
+	ActMarkFirstDelta: "mark-first-delta",
+	ActHold:           "hold",
+	ActDiscardHeld:    "discard-held",
+	ActWriteHeld:      "write-held",
+	ActWrite:          "write",
+	ActFinish:         "finish",
+	ActFail:           "fail",
+}
+
+func (k ActionKind) String() string {
+	if int(k) < len(actionNames) && actionNames[k] != "" {
+		return actionNames[k]
+	}
+	return "unknown"
+}

@@ -1,0 +1,48 @@
+package failover
+
+import (
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+)
+
+// EventKind names what happened.
+type EventKind uint8
+
+const (
+	// EvStart begins the logical request. It must be the first event.
+	EvStart EventKind = iota + 1
+	// EvDispatched: the shell chose Replica for Attempt and is sending the request.
+	EvDispatched
+	// EvNoReplica: the shell found no available replica for Attempt.
+	EvNoReplica
+	// EvChunk: one complete SSE event of Attempt, classified (Chunk) with its output count
+	// (Tokens). Err is set when the event is an engine error.
+	EvChunk
+	// EvBody: the complete non-streaming response body of Attempt arrived (Tokens = its
+	// completion tokens).
+	EvBody
+	// EvEnd: Attempt's stream ended cleanly (EOF) without the shell seeing a failure.
+	EvEnd
+	// EvFailed: Attempt failed; Failure classifies it, Reason is a short journal word
+	// ("connection_refused", "engine_status_500", ...), Err the engine's error if it sent one.
+	EvFailed
+	// EvClientGone: the client went away.
+	EvClientGone
+	// EvTick: time passed; the shell sends it when Deadline() is reached.
+	EvTick
+)
+
+// Event is one input to Machine.Step. Only the fields its Kind names are read.
+type Event struct {
+	Kind    EventKind
+	Attempt int
+	Replica string
+	Chunk   sse.Class
+	Tokens  int
+	Failure FailureClass
+	Reason  string
+	Err     *openai.Error
+	// Dial marks an EvFailed in which no connection was made: the replica is not listening
+	// and the request never reached it.
+	Dial bool
+}

@@ -1,0 +1,177 @@
+package failover
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// shell is a test stand-in for the gateway: it performs actions the way the gateway must and
+// checks, after every step, the invariants of DESIGN §2 and §3.
+type shell struct {
+	t   *testing.T
+	m   *Machine
+	now time.Time
+
+	headersSent   bool
+	firstDelta    bool
+	publisher     int   // the one attempt whose bytes reached the client (0: none yet)
+	written       []int // attempt of each written event (held ones included)
+	heldBy        int   // attempt whose events are held
+	held          int
+	terminal      []Action
+	started       []int
+	cancelled     []int
+	keepalives    int
+	pendingStart  int
+	maxAttempts   int
+	clientGone    bool
+	dials         int
+	committedSeen bool
+}
+
+func newShell(t *testing.T, cfg Config) *shell {
+	return &shell{t: t, m: New(cfg), now: time.Unix(1_700_000_000, 0), maxAttempts: cfg.MaxAttempts}
+}
+
+func (s *shell) step(ev Event) []Action {
+	s.t.Helper()
+	wasDone := s.m.Done()
+	if ev.Kind == EvFailed && ev.Dial && ev.Attempt == s.m.Current() && !s.m.Done() && !s.m.Committed() {
+		s.dials++
+	}
+	acts := s.m.Step(ev, s.now)
+	if wasDone && len(acts) > 0 {
+		s.t.Fatalf("actions after the terminal action: %+v", acts)
+	}
+	for i, a := range acts {
+		s.apply(a, ev, acts[:i])
+	}
+	s.check()
+	return acts
+}
+
+func (s *shell) apply(a Action, ev Event, before []Action) {
+	t := s.t
+	t.Helper()
+	switch a.Kind {
+	case ActStartAttempt:
+		if s.committedSeen {
+			t.Fatalf("attempt %d started after the delivery boundary", a.Attempt)
+		}
+		if s.clientGone {
+			t.Fatalf("attempt %d started after the client went away", a.Attempt)
+		}
+		s.started = append(s.started, a.Attempt)
+		s.pendingStart = a.Attempt
+	case ActCancelAttempt:
+		s.cancelled = append(s.cancelled, a.Attempt)
+	case ActSendHeaders:
+		if s.headersSent {
+			t.Fatalf("headers sent twice")
+		}
+		s.headersSent = true
+	case ActKeepalive:
+		if !s.headersSent {
+			t.Fatalf("keepalive before headers")
+		}
+		s.keepalives++
+	case ActMarkFirstDelta:
+		if s.firstDelta {
+			t.Fatalf("first delta marked twice")
+		}
+		s.firstDelta = true
+	case ActHold:
+		if s.held > 0 && s.heldBy != a.Attempt {
+			t.Fatalf("attempt %d holds events while attempt %d's are still held", a.Attempt, s.heldBy)
+		}
+		s.heldBy, s.held = a.Attempt, s.held+1
+	case ActDiscardHeld:
+		s.held = 0
+	case ActWriteHeld, ActWrite:
+		if !s.firstDelta {
+			t.Fatalf("write before first_delta_sent was recorded (actions so far %+v)", before)
+		}
+		if s.m.cfg.Stream && !s.headersSent {
+			t.Fatalf("body write before headers")
+		}
+		if s.publisher == 0 {
+			s.publisher = a.Attempt
+		}
+		if a.Attempt != s.publisher {
+			t.Fatalf("attempt %d published to a stream that attempt %d already published to", a.Attempt, s.publisher)
+		}
+		if a.Kind == ActWriteHeld {
+			if s.held == 0 || s.heldBy != a.Attempt {
+				t.Fatalf("write of held events of attempt %d, but held=%d by %d", a.Attempt, s.held, s.heldBy)
+			}
+			for ; s.held > 0; s.held-- {
+				s.written = append(s.written, a.Attempt)
+			}
+		} else {
+			if ev.Attempt != a.Attempt {
+				t.Fatalf("write of attempt %d for an event of attempt %d", a.Attempt, ev.Attempt)
+			}
+			s.written = append(s.written, a.Attempt)
+		}
+	case ActFinish, ActFail:
+		s.terminal = append(s.terminal, a)
+		if a.Kind == ActFail && a.AsEvent != s.headersSent {
+			t.Fatalf("error AsEvent=%v but headersSent=%v", a.AsEvent, s.headersSent)
+		}
+		if a.Kind == ActFail && a.Err == nil {
+			t.Fatalf("ActFail without an error")
+		}
+		if a.Kind == ActFail && (a.Outcome == Interrupted) != s.firstDelta {
+			t.Fatalf("outcome %v with first delta %v", a.Outcome, s.firstDelta)
+		}
+	default:
+		t.Fatalf("unknown action %+v", a)
+	}
+}
+
+func (s *shell) check() {
+	t := s.t
+	t.Helper()
+	if len(s.terminal) > 1 {
+		t.Fatalf("%d terminal actions: %+v", len(s.terminal), s.terminal)
+	}
+	if s.m.Committed() {
+		s.committedSeen = true
+	}
+	if len(s.started)-s.dials > s.maxAttempts {
+		t.Fatalf("%d attempts started, max %d", len(s.started), s.maxAttempts)
+	}
+	if s.m.Done() != (len(s.terminal) == 1) {
+		t.Fatalf("Done()=%v with %d terminal actions", s.m.Done(), len(s.terminal))
+	}
+}
+
+func (s *shell) advance(d time.Duration) { s.now = s.now.Add(d) }
+
+// tickUntilDeadline advances the fake clock to the machine's deadline and ticks.
+func (s *shell) tickUntilDeadline() []Action {
+	s.t.Helper()
+	d := s.m.Deadline()
+	if d.IsZero() {
+		s.t.Fatalf("no deadline")
+	}
+	if d.After(s.now) {
+		s.now = d
+	}
+	return s.step(Event{Kind: EvTick})
+}
+
+func kinds(acts []Action) string {
+	out := ""
+	for i, a := range acts {
+		if i > 0 {
+			out += " "
+		}
+		out += a.Kind.String()
+		if a.Attempt > 0 {
+			out += fmt.Sprintf("(%d)", a.Attempt)
+		}
+	}
+	return out
+}

@@ -1,0 +1,338 @@
+package failover
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+)
+
+const (
+	roleOnly = sse.Class(0)
+	output   = sse.Output
+	finish   = sse.Finish
+	done     = sse.Done
+)
+
+func streamCfg() Config {
+	return Config{RequestID: "req_1", Model: "m", Stream: true, MaxAttempts: 2,
+		FirstTokenTimeout: 120 * time.Second, IdleTimeout: 30 * time.Second, Keepalive: 15 * time.Second}
+}
+
+func chunk(attempt int, c sse.Class) Event {
+	tokens := 0
+	if c&sse.Output != 0 {
+		tokens = 1
+	}
+	return Event{Kind: EvChunk, Attempt: attempt, Chunk: c, Tokens: tokens}
+}
+
+func failed(attempt int, f FailureClass, reason string) Event {
+	return Event{Kind: EvFailed, Attempt: attempt, Failure: f, Reason: reason}
+}
+
+func expectKinds(t *testing.T, got []Action, want string) {
+	t.Helper()
+	if k := kinds(got); k != want {
+		t.Fatalf("actions = %q, want %q", k, want)
+	}
+}
+
+func TestCompleteStream(t *testing.T) {
+	s := newShell(t, streamCfg())
+	expectKinds(t, s.step(Event{Kind: EvStart}), "start(1)")
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	expectKinds(t, s.step(chunk(1, roleOnly)), "hold(1)")
+	expectKinds(t, s.step(chunk(1, output)), "headers mark-first-delta(1) write-held(1) write(1)")
+	expectKinds(t, s.step(chunk(1, output)), "write(1)")
+	expectKinds(t, s.step(chunk(1, finish)), "write(1)")
+	expectKinds(t, s.step(chunk(1, done)), "write(1) finish")
+	if s.m.Outcome() != Completed || s.m.Delivered() != 2 {
+		t.Fatalf("outcome %v delivered %d", s.m.Outcome(), s.m.Delivered())
+	}
+}
+
+// Kill during prefill: nothing was delivered, so the request is rerun and the first
+// replica's held role chunk is discarded.
+func TestDeadBeforeBoundaryReruns(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, roleOnly))
+	expectKinds(t, s.step(failed(1, Dead, "connection_reset")), "cancel(1) discard-held(1) start(2)")
+	if !s.m.Tried("a") || s.m.Tried("b") {
+		t.Fatal("Tried does not report the first replica")
+	}
+	s.step(Event{Kind: EvDispatched, Attempt: 2, Replica: "b"})
+	// A late event of the fenced attempt is dropped.
+	expectKinds(t, s.step(chunk(1, output)), "")
+	expectKinds(t, s.step(chunk(2, output)), "headers mark-first-delta(2) write(2)")
+	s.step(chunk(2, finish))
+	s.step(chunk(2, done))
+	if s.m.Outcome() != Completed || len(s.m.Attempts()) != 2 {
+		t.Fatalf("outcome %v attempts %+v", s.m.Outcome(), s.m.Attempts())
+	}
+	if a := s.m.Attempts()[0]; a.EndReason != "connection_reset" || a.Failure != Dead {
+		t.Fatalf("first attempt recorded as %+v", a)
+	}
+}
+
+// Crash right after the first delta: the stream ends with the interruption, no rerun.
+func TestDeadAfterBoundaryInterrupts(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, roleOnly))
+	s.step(chunk(1, output))
+	acts := s.step(failed(1, Dead, "connection_reset"))
+	expectKinds(t, acts, "cancel(1) fail")
+	f := acts[1]
+	if !f.AsEvent || f.Outcome != Interrupted {
+		t.Fatalf("fail action %+v", f)
+	}
+	e := f.Err
+	if e.Code != "upstream_decode_interrupted" || e.Type != "upstream_error" || e.RequestID != "req_1" ||
+		!*e.PartialOutput || *e.DeliveredOutputTokens != 1 || *e.Retryable {
+		t.Fatalf("interruption error %+v", e)
+	}
+	if len(s.started) != 1 {
+		t.Fatalf("attempts started: %v", s.started)
+	}
+}
+
+// Silence after the first delta: interrupted at the idle timeout, never rerun.
+func TestHangAfterBoundaryInterruptsAtIdleTimeout(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, output))
+	if got, want := s.m.Deadline(), s.now.Add(30*time.Second); !got.Equal(want) {
+		t.Fatalf("deadline %v, want %v", got, want)
+	}
+	s.advance(29 * time.Second)
+	expectKinds(t, s.step(Event{Kind: EvTick}), "")
+	acts := s.tickUntilDeadline()
+	expectKinds(t, acts, "cancel(1) fail")
+	if acts[1].Err.Code != "upstream_decode_interrupted" || s.m.Attempts()[0].EndReason != "idle_timeout" {
+		t.Fatalf("got %+v / %+v", acts[1].Err, s.m.Attempts()[0])
+	}
+}
+
+// Direct mode: an uncertain attempt before the boundary cannot be proven stopped, so it is
+// not rerun; the error says why and that the client may retry.
+func TestUncertainBeforeBoundaryNotRerunInDirectMode(t *testing.T) {
+	cfg := streamCfg()
+	cfg.Keepalive = 0
+	s := newShell(t, cfg)
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	acts := s.tickUntilDeadline()
+	expectKinds(t, acts, "cancel(1) fail")
+	e := acts[1].Err
+	if e.Code != "upstream_unresponsive" || e.Status != 504 || !*e.Retryable || *e.PartialOutput || acts[1].AsEvent {
+		t.Fatalf("error %+v asEvent=%v", e, acts[1].AsEvent)
+	}
+}
+
+// With a worker-side lease the uncertain attempt is fenced and may be rerun.
+func TestUncertainBeforeBoundaryRerunsWhenFenceable(t *testing.T) {
+	cfg := streamCfg()
+	cfg.CanFence = true
+	s := newShell(t, cfg)
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.now = s.now.Add(cfg.FirstTokenTimeout)
+	acts := s.step(Event{Kind: EvTick})
+	// Keepalives fall due first (every 15s); the last tick both keeps alive and fails.
+	if k := kinds(acts); k != "cancel(1) start(2) headers keepalive" {
+		t.Fatalf("actions %q", k)
+	}
+}
+
+// A slow first token is no failure: keepalives go out (not output) and nothing is rerun.
+func TestSlowFirstTokenKeepsAlive(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	expectKinds(t, s.tickUntilDeadline(), "headers keepalive")
+	expectKinds(t, s.tickUntilDeadline(), "keepalive")
+	if s.m.Committed() {
+		t.Fatal("keepalive crossed the boundary")
+	}
+	expectKinds(t, s.step(chunk(1, output)), "mark-first-delta(1) write(1)")
+	// Failure before boundary after headers went out: an SSE error event, partial false.
+	s2 := newShell(t, streamCfg())
+	s2.step(Event{Kind: EvStart})
+	s2.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s2.tickUntilDeadline()
+	s2.step(failed(1, Dead, "connection_reset"))
+	s2.step(Event{Kind: EvDispatched, Attempt: 2, Replica: "b"})
+	acts := s2.step(failed(2, Dead, "connection_reset"))
+	if f := acts[len(acts)-1]; f.Kind != ActFail || !f.AsEvent || *f.Err.PartialOutput || f.Err.Code != "upstream_unavailable" {
+		t.Fatalf("fail %+v err %+v", f, f.Err)
+	}
+}
+
+func TestClientGoneCancelsAndNeverReruns(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, output))
+	expectKinds(t, s.step(Event{Kind: EvClientGone}), "cancel(1) finish")
+	if s.m.Outcome() != Cancelled {
+		t.Fatalf("outcome %v", s.m.Outcome())
+	}
+	expectKinds(t, s.step(failed(1, Dead, "connection_reset")), "")
+}
+
+func TestNoReplica(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	acts := s.step(Event{Kind: EvNoReplica, Attempt: 1})
+	expectKinds(t, acts, "fail")
+	if e := acts[0].Err; e.Status != 503 || e.Code != "no_healthy_replica" || !*e.Retryable {
+		t.Fatalf("error %+v", e)
+	}
+}
+
+func TestEndWithoutDone(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, output))
+	s.step(chunk(1, finish))
+	acts := s.step(Event{Kind: EvEnd, Attempt: 1})
+	if len(acts) != 1 || acts[0].Kind != ActFinish || !acts[0].WriteDone {
+		t.Fatalf("actions %+v", acts)
+	}
+	// Without a finish chunk, an EOF is a death mid-stream.
+	s2 := newShell(t, streamCfg())
+	s2.step(Event{Kind: EvStart})
+	s2.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s2.step(chunk(1, output))
+	acts = s2.step(Event{Kind: EvEnd, Attempt: 1})
+	if acts[len(acts)-1].Err.Code != "upstream_decode_interrupted" {
+		t.Fatalf("actions %+v", acts)
+	}
+}
+
+func TestNonStreamBody(t *testing.T) {
+	cfg := streamCfg()
+	cfg.Stream = false
+	s := newShell(t, cfg)
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(failed(1, Dead, "engine_status_500"))
+	s.step(Event{Kind: EvDispatched, Attempt: 2, Replica: "b"})
+	expectKinds(t, s.step(Event{Kind: EvBody, Attempt: 2, Tokens: 7}), "mark-first-delta(2) write(2) finish")
+	if s.m.Delivered() != 7 {
+		t.Fatalf("delivered %d", s.m.Delivered())
+	}
+}
+
+// The policy table: each failure class before the boundary, with and without attempts and
+// budget left.
+func TestPolicyTable(t *testing.T) {
+	engine429 := &openai.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "busy"}
+	engine400 := &openai.Error{Status: 400, Type: "invalid_request_error", Code: "bad", Message: "bad input"}
+	cases := []struct {
+		name        string
+		class       FailureClass
+		engineErr   *openai.Error
+		maxAttempts int
+		budget      Budget
+		canFence    bool
+		wantRerun   bool
+		wantCode    string
+		wantStatus  int
+		retryable   bool
+	}{
+		{"dead reruns", Dead, nil, 2, nil, false, true, "", 0, false},
+		{"overloaded reruns", Overloaded, engine429, 2, nil, false, true, "", 0, false},
+		{"dead, out of attempts", Dead, nil, 1, nil, false, false, "upstream_unavailable", 502, true},
+		{"overloaded, out of attempts keeps engine error", Overloaded, engine429, 1, nil, false, false, "rate_limit_exceeded", 429, true},
+		{"rejected input never reruns", Rejected, engine400, 3, nil, false, false, "bad", 400, false},
+		{"uncertain direct mode", Uncertain, nil, 3, nil, false, false, "upstream_unresponsive", 504, true},
+		{"uncertain fenced reruns", Uncertain, nil, 3, nil, true, true, "", 0, false},
+		{"budget exhausted", Dead, nil, 3, NewRetryBudget(0, 0, 1, time.Unix(0, 0)).drain(), false, false, "retry_budget_exhausted", 503, true},
+		{"budget available", Dead, nil, 3, NewRetryBudget(0, 0, 1, time.Unix(0, 0)), false, true, "", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := streamCfg()
+			cfg.MaxAttempts, cfg.Budget, cfg.CanFence, cfg.Keepalive = c.maxAttempts, c.budget, c.canFence, 0
+			s := newShell(t, cfg)
+			s.step(Event{Kind: EvStart})
+			s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+			var e *openai.Error
+			if c.engineErr != nil {
+				cp := *c.engineErr
+				e = &cp
+			}
+			acts := s.step(Event{Kind: EvFailed, Attempt: 1, Failure: c.class, Reason: "r", Err: e})
+			last := acts[len(acts)-1]
+			if c.wantRerun {
+				if last.Kind != ActStartAttempt || last.Attempt != 2 || !last.Rerun {
+					t.Fatalf("want rerun, got %s", kinds(acts))
+				}
+				return
+			}
+			if last.Kind != ActFail || last.Err.Code != c.wantCode || last.Err.Status != c.wantStatus || *last.Err.Retryable != c.retryable {
+				t.Fatalf("got %s err %+v", kinds(acts), last.Err)
+			}
+		})
+	}
+}
+
+func (b *RetryBudget) drain() *RetryBudget { b.tokens = 0; return b }
+
+func TestRetryBudget(t *testing.T) {
+	var nilBudget *RetryBudget
+	if !nilBudget.TryRerun(time.Unix(0, 0)) {
+		t.Fatal("nil budget must allow reruns")
+	}
+	nilBudget.OnRequest(time.Unix(0, 0)) // must not panic
+	t0 := time.Unix(100, 0)
+	b := NewRetryBudget(0.2, 3, 10, t0)
+	for i := 0; i < 10; i++ {
+		if !b.TryRerun(t0) {
+			t.Fatalf("rerun %d denied from a full bucket", i)
+		}
+	}
+	if b.TryRerun(t0) {
+		t.Fatal("rerun allowed from an empty bucket")
+	}
+	for i := 0; i < 5; i++ {
+		b.OnRequest(t0) // 5 requests × 20% = one rerun
+	}
+	if !b.TryRerun(t0) || b.TryRerun(t0) {
+		t.Fatal("5 requests at 20% must buy exactly one rerun")
+	}
+	if !b.TryRerun(t0.Add(time.Second)) {
+		t.Fatal("the per-second floor must refill")
+	}
+	if got := b.Tokens(t0.Add(time.Hour)); got != 10 {
+		t.Fatalf("bucket must cap at burst, got %v", got)
+	}
+}
+
+// Every replica down: dial failures do not use up attempts, each replica is tried once, and
+// the client gets 503 no_healthy_replica.
+func TestDialFailuresEndInNoReplica(t *testing.T) {
+	cfg := streamCfg()
+	cfg.MaxAttempts = 1
+	s := newShell(t, cfg)
+	s.step(Event{Kind: EvStart})
+	for n, replica := range []string{"a", "b", "c"} {
+		s.step(Event{Kind: EvDispatched, Attempt: n + 1, Replica: replica})
+		acts := s.step(Event{Kind: EvFailed, Attempt: n + 1, Failure: Dead, Reason: "connection_refused", Dial: true})
+		if last := acts[len(acts)-1]; last.Kind != ActStartAttempt {
+			t.Fatalf("dial failure %d not rerun: %s", n+1, kinds(acts))
+		}
+	}
+	acts := s.step(Event{Kind: EvNoReplica, Attempt: 4})
+	if e := acts[0].Err; acts[0].Kind != ActFail || e.Status != 503 || e.Code != "no_healthy_replica" {
+		t.Fatalf("got %s %+v", kinds(acts), acts[0].Err)
+	}
+}

@@ -1,0 +1,101 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// decision is the answer of shouldRerun.
+type decision uint8
+
+const (
+	rerun decision = iota
+	noRerunCommitted
+	noRerunRejected
+	noRerunUnfenced
+	noRerunAttempts
+	noRerunBudget
+)
+
+// shouldRerun is the whole failover policy for a failed attempt (DESIGN §3). It checks, in
+// this order, and the first "no" wins:
+//
+//  1. the committed latch: after the delivery boundary, never rerun (terminate the stream);
+//  2. the engine rejected the input itself: the same input fails everywhere;
+//  3. the source attempt must be fenced: an uncertain attempt that cannot be proven stopped
+//     (no worker-side lease) is never rerun, so two attempts are never alive at once;
+//  4. a dial failure (the request never reached the replica) is always rerun: it costs no
+//     prefill, and every replica is tried at most once, so it is bounded by the pool;
+//  5. max_attempts, counting only attempts that reached a replica;
+//  6. the pool's retry budget (checked last, so a denied rerun spends nothing).
+func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) decision {
+	switch {
+	case m.committed:
+		return noRerunCommitted
+	case class == Rejected:
+		return noRerunRejected
+	case class == Uncertain && !m.cfg.CanFence:
+		return noRerunUnfenced
+	case dial:
+		return rerun
+	case m.attempt-m.dialFailures >= m.cfg.MaxAttempts:
+		return noRerunAttempts
+	case m.cfg.Budget != nil && !m.cfg.Budget.TryRerun(now):
+		return noRerunBudget
+	}
+	return rerun
+}
+
+// errorFor builds the error the client gets when a failed attempt is not rerun.
+func (m *Machine) errorFor(d decision, class FailureClass, reason string, engineErr *openai.Error) *openai.Error {
+	last := m.attempts[len(m.attempts)-1]
+	switch d {
+	case noRerunCommitted:
+		msg := "generation interrupted after part of the answer was sent"
+		return m.decorate(&openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_decode_interrupted", Message: msg}, false)
+	case noRerunRejected:
+		if engineErr != nil {
+			return m.decorate(engineErr, false)
+		}
+		return m.decorate(&openai.Error{Status: 400, Type: "invalid_request_error", Code: "rejected_by_engine",
+			Message: fmt.Sprintf("replica %s rejected the request", last.Replica)}, false)
+	case noRerunUnfenced:
+		return m.decorate(&openai.Error{Status: 504, Type: "upstream_error", Code: "upstream_unresponsive",
+			Message: fmt.Sprintf("replica %s stopped responding (%s) before any output; it is reached without an agent, so the gateway cannot prove the attempt stopped and does not rerun it", last.Replica, reason)}, true)
+	case noRerunBudget:
+		return m.decorate(&openai.Error{Status: 503, Type: "server_error", Code: "retry_budget_exhausted",
+			Message: fmt.Sprintf("replica %s failed before any output (%s) and the pool's retry budget is exhausted", last.Replica, reason)}, true)
+	}
+	// Out of attempts: report the last failure.
+	if engineErr != nil {
+		e := *engineErr
+		if e.Message == "" {
+			e.Message = fmt.Sprintf("replica %s failed (%s)", last.Replica, reason)
+		}
+		return m.decorate(&e, true)
+	}
+	status, code := 502, "upstream_unavailable"
+	if class == Overloaded {
+		status, code = 503, "engine_overloaded"
+	}
+	return m.decorate(&openai.Error{Status: status, Type: "upstream_error", Code: code,
+		Message: fmt.Sprintf("replica %s failed before any output (%s) after %d attempt(s)", last.Replica, reason, m.attempt-m.dialFailures)}, true)
+}
+
+// decorate adds the fencegate fields: request id, partial output, delivered tokens and
+// whether a client retry of the same input is safe.
+func (m *Machine) decorate(e *openai.Error, retryable bool) *openai.Error {
+	partial := m.committed
+	delivered := m.delivered
+	retry := retryable && !m.committed
+	e.RequestID = m.cfg.RequestID
+	e.PartialOutput = &partial
+	e.DeliveredOutputTokens = &delivered
+	e.Retryable = &retry
+	if e.Status == 0 {
+		e.Status = 502
+	}
+	return e
+}
