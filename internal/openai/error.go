@@ -84,7 +84,8 @@ func (e *Error) AppendJSON(dst []byte) []byte {
 
 // MarshalJSON encodes the error as AppendJSON does, so an Error stored in a
 // journal or embedded in a status document has the same shape clients see.
-func (e *Error) MarshalJSON() ([]byte, error) {
+// It has a value receiver so that an Error held by value marshals the same.
+func (e Error) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(nil), nil
 }
 

@@ -118,6 +118,11 @@ func TestErrorRoundTrip(t *testing.T) {
 			t.Fatalf("extension presence lost: %+v -> %+v", in, out)
 		}
 	}
+	// Held by value inside another document, it keeps the same shape.
+	doc, err := json.Marshal(struct{ Err Error }{Err: *cases[1]})
+	if err != nil || string(doc) != `{"Err":`+string(cases[1].AppendJSON(nil))+`}` {
+		t.Fatalf("embedded by value: %s %v", doc, err)
+	}
 	var e Error
 	if err := json.Unmarshal([]byte(`{"error":{"message":"x","code":400}}`), &e); err != nil || e.Code != "400" {
 		t.Fatalf("numeric code: %v %q", err, e.Code)
