@@ -142,6 +142,7 @@ type stdQuerier struct {
 		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	}
 }
 
@@ -153,9 +154,26 @@ func (s stdQuerier) exec(ctx context.Context, query string, args ...any) (int64,
 	return res.RowsAffected()
 }
 
+// execBatch prepares each distinct statement once per batch: in a journal
+// batch a handful of statements repeat hundreds of times, and SQLite spends
+// most of a lone Exec parsing the SQL.
 func (s stdQuerier) execBatch(ctx context.Context, stmts []sqlStmt) error {
+	prepared := make(map[string]*sql.Stmt)
+	defer func() {
+		for _, st := range prepared {
+			st.Close()
+		}
+	}()
 	for _, st := range stmts {
-		if _, err := s.q.ExecContext(ctx, st.query, st.args...); err != nil {
+		ps, ok := prepared[st.query]
+		if !ok {
+			var err error
+			if ps, err = s.q.PrepareContext(ctx, st.query); err != nil {
+				return err
+			}
+			prepared[st.query] = ps
+		}
+		if _, err := ps.ExecContext(ctx, st.args...); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,145 @@
+package store_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/store"
+)
+
+// Short benchmarks; run e.g.
+//
+//	go test -run '^$' -bench . -benchtime=2000x ./internal/store/
+
+type benchBackend struct {
+	name string
+	open func(b *testing.B) store.Store
+}
+
+func benchBackends() []benchBackend {
+	return []benchBackend{
+		{"sqlite", func(b *testing.B) store.Store {
+			return openSQLiteAt(b, filepath.Join(b.TempDir(), "bench.db"))
+		}},
+		{"postgres", func(b *testing.B) store.Store {
+			return openPostgresAt(b, newPostgresSchema(b))
+		}},
+	}
+}
+
+// BenchmarkJournalThroughput journals whole request lifecycles (create, two
+// attempt upserts, first delta, finish) through the Journal's batching and
+// reports requests journaled per second, including the final Flush.
+func BenchmarkJournalThroughput(b *testing.B) {
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			j := store.NewJournal(s, store.JournalOptions{})
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				journalLifecycle(j, fmt.Sprintf("req_b%08d", i), jt0)
+			}
+			if err := j.Flush(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "requests/s")
+			st := j.Stats()
+			b.ReportMetric(float64(st.Written)/float64(max(st.Batches, 1)), "mutations/batch")
+			if err := j.Close(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkMarkFirstDelta measures the synchronous, durable boundary record
+// (the latency a keyed request adds before its first output byte), next to
+// the same update committed without the durability step.
+func BenchmarkMarkFirstDelta(b *testing.B) {
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			ids := claimMany(b, s, b.N)
+			durations := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t := time.Now()
+				if err := s.MarkFirstDelta(b.Context(), ids[i], "gw", jt0); err != nil {
+					b.Fatal(err)
+				}
+				durations = append(durations, time.Since(t))
+			}
+			b.StopTimer()
+			reportPercentiles(b, durations)
+		})
+		b.Run(be.name+"/batched-commit-for-comparison", func(b *testing.B) {
+			s := be.open(b)
+			ids := claimMany(b, s, b.N)
+			durations := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t := time.Now()
+				err := s.Apply(b.Context(), []store.Mutation{store.UpdateRequest{ID: ids[i], Owner: "gw", FirstDeltaSent: true}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				durations = append(durations, time.Since(t))
+			}
+			b.StopTimer()
+			reportPercentiles(b, durations)
+		})
+	}
+}
+
+// BenchmarkClaim measures the synchronous Claim of a new keyed request.
+func BenchmarkClaim(b *testing.B) {
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := be.open(b)
+			durations := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t := time.Now()
+				if _, err := s.Claim(b.Context(), keyedClaim(fmt.Sprintf("req_c%08d", i))); err != nil {
+					b.Fatal(err)
+				}
+				durations = append(durations, time.Since(t))
+			}
+			b.StopTimer()
+			reportPercentiles(b, durations)
+		})
+	}
+}
+
+func keyedClaim(id string) store.Claim {
+	return store.Claim{Now: jt0, Request: store.Request{
+		ID: id, Tenant: "t", IdempotencyKey: "key-" + id, BodyHash: store.HashBody([]byte(id)), Owner: "gw",
+		OwnerLeaseUntil: jt0.Add(30 * time.Second), CreatedAt: jt0, ExpiresAt: jt0.Add(24 * time.Hour),
+	}}
+}
+
+func claimMany(b *testing.B, s store.Store, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("req_m%08d", i)
+		if _, err := s.Claim(b.Context(), keyedClaim(ids[i])); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+}
