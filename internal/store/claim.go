@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// DefaultRetention is how long a logical request, and with it its
+// idempotency key, is kept when the configuration says nothing: a Claim
+// sets Request.ExpiresAt = CreatedAt + retention.
+const DefaultRetention = 24 * time.Hour
+
 // Claim asks the store to register a logical request, or, when its
 // idempotency key is already known, what the caller may do instead.
 type Claim struct {
@@ -45,7 +50,9 @@ const (
 	// ClaimTakeover: the owner's lease expired before the boundary was
 	// crossed. The caller is now the owner (Claim.Request.Owner and
 	// OwnerLeaseUntil were stored by compare-and-set, so of two takers only
-	// one wins) and starts attempt len(Attempts)+1 under the same request id.
+	// one wins) and starts attempt Request.NextAttemptN() under the same
+	// request id. The previous owner is fenced: its MarkFirstDelta,
+	// RenewOwner and owner-fenced updates no longer apply.
 	ClaimTakeover
 	// ClaimMismatch: the key was used with a different body. Answer 422.
 	ClaimMismatch

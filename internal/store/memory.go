@@ -197,7 +197,7 @@ func (m *Memory) MarkFirstDelta(ctx context.Context, requestID, owner string, at
 	switch {
 	case !ok:
 		return fmt.Errorf("store: mark first delta %s: %w", requestID, ErrNotFound)
-	case r.Owner != owner:
+	case r.Owner != owner || !at.Before(r.OwnerLeaseUntil):
 		return fmt.Errorf("store: mark first delta %s for %s: %w", requestID, owner, ErrNotOwner)
 	}
 	markFirstDelta(r, at)

@@ -53,8 +53,8 @@ type UpdateRequest struct {
 	ResponseStatus int
 }
 
-// UpsertAttempt inserts or updates an attempt. On update: Replica and
-// EndReason keep the stored value when given empty, StartedAt and EndedAt
+// UpsertAttempt inserts or updates an attempt. On update: Replica,
+// EndReason and Failure keep the stored value when given empty, StartedAt and EndedAt
 // when given zero; LeaseEpoch only grows; CancelSent and CancelAcked are
 // one-way latches.
 type UpsertAttempt struct {
@@ -196,6 +196,9 @@ func mergeAttempt(prev, next Attempt) Attempt {
 	}
 	if m.EndReason == "" {
 		m.EndReason = prev.EndReason
+	}
+	if m.Failure == "" {
+		m.Failure = prev.Failure
 	}
 	m.CancelSent = prev.CancelSent || next.CancelSent
 	m.CancelAcked = prev.CancelAcked || next.CancelAcked

@@ -62,6 +62,7 @@ func genAttempt(t *rapid.T, label string) Attempt {
 		Replica:     rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, label+"replica"),
 		LeaseEpoch:  rapid.Uint64Range(0, 5).Draw(t, label+"epoch"),
 		EndReason:   rapid.SampledFrom([]string{"", "reset", "fenced"}).Draw(t, label+"reason"),
+		Failure:     rapid.SampledFrom([]string{"", "dead", "uncertain"}).Draw(t, label+"failure"),
 		CancelSent:  rapid.Bool().Draw(t, label+"sent"),
 		CancelAcked: rapid.Bool().Draw(t, label+"acked"),
 	}

@@ -44,7 +44,8 @@ type Request struct {
 	Outcome Outcome
 
 	// Owner is the id of the gateway that runs the request; it may publish
-	// only while OwnerLeaseUntil is in the future (see Store.RenewOwner).
+	// only while OwnerLeaseUntil is in the future (Store.RenewOwner extends
+	// it; Store.MarkFirstDelta enforces it at the delivery boundary).
 	Owner           string
 	OwnerLeaseUntil time.Time
 
@@ -86,6 +87,10 @@ type Attempt struct {
 	StartedAt  time.Time
 	EndedAt    time.Time // zero while running
 	EndReason  string
+	// Failure is the class of upstream failure that ended the attempt
+	// (e.g. dead, uncertain, overloaded, client_gone); empty when it ended
+	// without one.
+	Failure string
 	// CancelSent and CancelAcked are one-way latches: an upsert can set
 	// them, never clear them.
 	CancelSent  bool
@@ -100,6 +105,16 @@ type TraceEvent struct {
 	At        time.Time
 	Kind      string
 	Payload   []byte
+}
+
+// NextAttemptN returns the number of the next attempt: one more than the
+// highest N in Attempts (1 when there are none).
+func (r *Request) NextAttemptN() int {
+	n := 0
+	for _, a := range r.Attempts {
+		n = max(n, a.N)
+	}
+	return n + 1
 }
 
 // normalize puts a row into the form the store keeps: times without

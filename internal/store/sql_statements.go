@@ -51,7 +51,7 @@ const (
 	markFirstDeltaSQL = `UPDATE requests SET first_delta_sent = TRUE,
 	first_delta_at = CASE WHEN first_delta_sent THEN first_delta_at ELSE $3 END,
 	updated_at = CASE WHEN updated_at < $3 THEN $3 ELSE updated_at END
-	WHERE id = $1 AND owner = $2`
+	WHERE id = $1 AND owner = $2 AND owner_lease_until > $3`
 
 	selectOwnerSQL = `SELECT owner FROM requests WHERE id = $1`
 
@@ -59,15 +59,16 @@ const (
 	SET owner_lease_until = CASE WHEN owner_lease_until < $2 THEN $2 ELSE owner_lease_until END
 	WHERE owner = $1 AND outcome = ''`
 
-	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, cancel_sent, cancel_acked`
+	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked`
 
-	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 	ON CONFLICT (id) DO UPDATE SET
 		replica = CASE WHEN excluded.replica <> '' THEN excluded.replica ELSE attempts.replica END,
 		lease_epoch = CASE WHEN excluded.lease_epoch > attempts.lease_epoch THEN excluded.lease_epoch ELSE attempts.lease_epoch END,
 		started_at = CASE WHEN excluded.started_at <> 0 THEN excluded.started_at ELSE attempts.started_at END,
 		ended_at = CASE WHEN excluded.ended_at <> 0 THEN excluded.ended_at ELSE attempts.ended_at END,
 		end_reason = CASE WHEN excluded.end_reason <> '' THEN excluded.end_reason ELSE attempts.end_reason END,
+		failure = CASE WHEN excluded.failure <> '' THEN excluded.failure ELSE attempts.failure END,
 		cancel_sent = attempts.cancel_sent OR excluded.cancel_sent,
 		cancel_acked = attempts.cancel_acked OR excluded.cancel_acked`
 
@@ -128,7 +129,7 @@ func scanRequest(row rowScanner) (*Request, error) {
 func attemptArgs(a *Attempt) []any {
 	return []any{
 		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
-		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.CancelSent, a.CancelAcked,
+		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked,
 	}
 }
 
@@ -137,7 +138,7 @@ func scanAttempt(row rowScanner) (Attempt, error) {
 		a                    Attempt
 		n, epoch, start, end int64
 	)
-	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.CancelSent, &a.CancelAcked); err != nil {
+	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.Failure, &a.CancelSent, &a.CancelAcked); err != nil {
 		return Attempt{}, err
 	}
 	a.N, a.LeaseEpoch = int(n), uint64(epoch)

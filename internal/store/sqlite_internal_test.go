@@ -30,7 +30,7 @@ func TestSQLiteBoundaryRestoresSynchronousNormal(t *testing.T) {
 		t.Fatalf("synchronous = %d at open, want 1 (NORMAL)", got)
 	}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := s.Claim(t.Context(), Claim{Now: now, Request: Request{ID: "req_1", Owner: "gw", CreatedAt: now}}); err != nil {
+	if _, err := s.Claim(t.Context(), Claim{Now: now, Request: Request{ID: "req_1", Owner: "gw", OwnerLeaseUntil: now.Add(time.Minute), CreatedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.MarkFirstDelta(t.Context(), "req_1", "gw", now); err != nil {

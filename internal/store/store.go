@@ -9,10 +9,11 @@ import (
 // ErrNotFound is returned when a logical request is not in the store.
 var ErrNotFound = errors.New("store: request not found")
 
-// ErrNotOwner is returned by MarkFirstDelta when the request is owned by
-// another gateway: its lease expired and another gateway took it over, so
-// the caller must not write output to its client.
-var ErrNotOwner = errors.New("store: request owned by another gateway")
+// ErrNotOwner is returned by MarkFirstDelta when the caller no longer owns
+// the request: another gateway took it over, or the caller's owner lease
+// had run out at the given time (so another gateway may take it over at
+// any moment). Either way the caller must not write output to its client.
+var ErrNotOwner = errors.New("store: request not owned by this gateway")
 
 // Store is the durable request journal. All methods are safe for concurrent
 // use, also by several gateways sharing one database (PostgreSQL, or one
@@ -39,11 +40,12 @@ type Store interface {
 	// MarkFirstDelta durably records that owner is about to cross the
 	// delivery boundary of requestID at time at. It is synchronous: on a
 	// nil return the record survives a crash of the gateway and of the
-	// machine. It fails with ErrNotOwner when the request belongs to
-	// another gateway (taken over after this gateway's lease expired), and
-	// with ErrNotFound when the row does not exist, which for a request
-	// without a key means its CreateRequest is still in the Journal.
-	// Marking twice is harmless.
+	// machine. It succeeds only while owner owns the request with a lease
+	// alive at at, and fails with ErrNotOwner otherwise: the record and a
+	// takeover exclude each other, so no two gateways ever both stream one
+	// logical request. It fails with ErrNotFound when the row does not
+	// exist, which for a request without a key means its CreateRequest is
+	// still in the Journal. Marking twice is harmless.
 	MarkFirstDelta(ctx context.Context, requestID, owner string, at time.Time) error
 
 	// RenewOwner moves the owner lease of every running request of this
@@ -59,8 +61,9 @@ type Store interface {
 	// when traces are off).
 	Traces(ctx context.Context, requestID string) ([]TraceEvent, error)
 
-	// Sweep deletes the requests whose ExpiresAt is at or before now, with
-	// their attempts and traces, and returns how many requests it deleted.
+	// Sweep deletes the requests whose ExpiresAt is at or before now (a
+	// zero ExpiresAt never expires), with their attempts and traces, and
+	// returns how many requests it deleted.
 	Sweep(ctx context.Context, now time.Time) (int64, error)
 
 	// Close releases the store. Use the store no more after it.

@@ -40,7 +40,7 @@ func testRoundTrip(t *testing.T, b Backend) {
 	r := fullRequest("req_1", "key-1")
 	a := store.Attempt{
 		ID: "req_1.a1", RequestID: "req_1", N: 1, Replica: "vllm-0", LeaseEpoch: 1<<63 + 5,
-		StartedAt: t0, EndedAt: t0.Add(time.Second), EndReason: "upstream_reset", CancelSent: true, CancelAcked: true,
+		StartedAt: t0, EndedAt: t0.Add(time.Second), EndReason: "upstream_reset", Failure: "dead", CancelSent: true, CancelAcked: true,
 	}
 	mustApply(t, s, store.CreateRequest{Request: r}, store.UpsertAttempt{Attempt: a})
 	want := r
@@ -135,7 +135,7 @@ func testApplyAttempts(t *testing.T, b Backend) {
 	mustApply(t, s, store.UpsertAttempt{Attempt: att(10)}, store.UpsertAttempt{Attempt: att(2)}, store.UpsertAttempt{Attempt: att(1)})
 
 	ended := att(2)
-	ended.EndedAt, ended.EndReason, ended.CancelSent = t0.Add(time.Second), "fenced", true
+	ended.EndedAt, ended.EndReason, ended.Failure, ended.CancelSent = t0.Add(time.Second), "fenced", "uncertain", true
 	mustApply(t, s, store.UpsertAttempt{Attempt: ended})
 	// A later partial upsert neither clears the latches nor the end.
 	mustApply(t, s, store.UpsertAttempt{Attempt: store.Attempt{ID: ended.ID, RequestID: "req_1", N: 2, CancelAcked: true, LeaseEpoch: 1}})
@@ -224,6 +224,15 @@ func testMarkFirstDelta(t *testing.T, b Backend) {
 	}
 	if err := s.MarkFirstDelta(ctx(t), "req_1", gwB, t0); !errors.Is(err, store.ErrNotOwner) {
 		t.Errorf("MarkFirstDelta(other owner) = %v, want ErrNotOwner", err)
+	}
+	// The owner itself, once its lease ran out: no boundary record, since
+	// another gateway may be taking the request over.
+	mustClaim(t, s, keyed("req_2", "key-2", "body", gwA, t0), store.ClaimNew)
+	if err := s.MarkFirstDelta(ctx(t), "req_2", gwA, t0.Add(leaseTTL)); !errors.Is(err, store.ErrNotOwner) {
+		t.Errorf("MarkFirstDelta(lease expired) = %v, want ErrNotOwner", err)
+	}
+	if got := mustGet(t, s, "req_2"); got.FirstDeltaSent {
+		t.Errorf("a refused boundary record was written")
 	}
 }
 

@@ -141,7 +141,7 @@ func testClaimTakeover(t *testing.T, b Backend) {
 		t.Errorf("takeover result id %s owner %s lease %v; want req_1, %s, %v",
 			res.Request.ID, res.Request.Owner, res.Request.OwnerLeaseUntil, gwB, later.Add(leaseTTL))
 	}
-	if len(res.Request.Attempts) != 1 || res.Request.Attempts[0].Replica != "r1" {
+	if len(res.Request.Attempts) != 1 || res.Request.Attempts[0].Replica != "r1" || res.Request.NextAttemptN() != 2 {
 		t.Errorf("takeover result attempts = %+v, want the one attempt on r1 (the next one is a2)", res.Request.Attempts)
 	}
 	got := mustGet(t, s, "req_1")

@@ -85,7 +85,7 @@ func randomMutation(rng *rand.Rand, ids []string) store.Mutation {
 		n := 1 + rng.IntN(3)
 		a := store.Attempt{
 			ID: store.AttemptID(id, n), RequestID: id, N: n,
-			Replica: pick("", "r1", "r2"), LeaseEpoch: uint64(rng.IntN(5)), EndReason: pick("", "", "reset", "fenced"),
+			Replica: pick("", "r1", "r2"), LeaseEpoch: uint64(rng.IntN(5)), EndReason: pick("", "", "reset", "fenced"), Failure: pick("", "", "dead", "uncertain"),
 			CancelSent: rng.IntN(4) == 0, CancelAcked: rng.IntN(6) == 0,
 		}
 		if rng.IntN(2) == 0 {

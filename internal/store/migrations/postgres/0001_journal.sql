@@ -42,6 +42,7 @@ CREATE TABLE attempts (
     started_at   BIGINT  NOT NULL,
     ended_at     BIGINT  NOT NULL,
     end_reason   TEXT    NOT NULL,
+    failure      TEXT    NOT NULL,
     cancel_sent  BOOLEAN NOT NULL,
     cancel_acked BOOLEAN NOT NULL
 );

@@ -42,6 +42,7 @@ CREATE TABLE attempts (
     started_at   INTEGER NOT NULL,
     ended_at     INTEGER NOT NULL,
     end_reason   TEXT    NOT NULL,
+    failure      TEXT    NOT NULL,
     cancel_sent  INTEGER NOT NULL,
     cancel_acked INTEGER NOT NULL
 );
