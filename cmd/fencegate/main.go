@@ -1,0 +1,52 @@
+// Command fencegate is an OpenAI-compatible gateway for self-hosted LLM inference pools
+// that fails over between replicas honestly. One binary, several subcommands.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fencegate/fencegate/internal/sim"
+)
+
+const usage = `fencegate — an honest failover gateway for LLM inference pools
+
+Usage:
+  fencegate serve --config FILE     run the gateway
+  fencegate sim [flags]             run a simulated OpenAI-compatible engine
+  fencegate demo [flags]            run a gateway and three simulated replicas on loopback
+
+Run "fencegate <command> --help" for a command's flags.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "fencegate:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout)
+	case "sim":
+		return sim.Main(args[1:], stdout)
+	case "demo":
+		return demo(args[1:], stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/gateway"
+)
+
+func serve(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", "", "path to the YAML configuration (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		fs.Usage()
+		return fmt.Errorf("serve: --config is required")
+	}
+	cfg, err := config.LoadFile(*path)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runGateway(ctx, cfg, stdout)
+}
+
+// runGateway serves cfg until ctx ends, then drains in-flight requests for a while.
+func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	gw, err := gateway.New(cfg, gateway.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	gw.StartProbes()
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "fencegate gateway listening on http://%s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/upstream"
+	"github.com/tidwall/gjson"
+)
+
+// Limits on what the gateway reads from an engine.
+const (
+	maxEngineErrorBody = 64 << 10
+	maxEngineBody      = 64 << 20
+	readChunk          = 32 << 10
+)
+
+// hopHeaders are not forwarded from the client to the engine: hop-by-hop headers, the
+// gateway's own credentials and headers the transport sets itself.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
+	"Content-Length": true, "Authorization": true, "Cookie": true, "Accept-Encoding": true,
+	"Idempotency-Key": true, "X-Request-Id": true,
+}
+
+// runAttempt performs attempt a: sends the request, then reads the response and feeds the
+// machine until the attempt ends one way or another. It is called without mu held.
+func (rn *run) runAttempt(a *attempt) {
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.url+rn.req.Endpoint.Path(), bytes.NewReader(rn.req.Body))
+	if err != nil {
+		rn.locked(func() { rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "bad_upstream_url"}, nil) })
+		return
+	}
+	for k, v := range rn.r.Header {
+		if !hopHeaders[k] {
+			req.Header[k] = v
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if rn.req.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	req.Header.Set("X-Request-Id", rn.rec.ID)
+	req.Header.Set("X-Fencegate-Attempt", a.id)
+
+	resp, err := rn.s.client.Do(req)
+	if err != nil {
+		rn.locked(func() { rn.upstreamError(a, err) })
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxEngineErrorBody))
+		f := upstream.ClassifyStatus(resp.StatusCode)
+		rn.locked(func() { rn.failAttempt(a, f, openai.NormalizeEngineError(resp.StatusCode, body)) })
+		return
+	}
+	if rn.req.Stream {
+		rn.readStream(a, resp.Body)
+	} else {
+		rn.readBody(a, resp.Body)
+	}
+}
+
+// readStream reads SSE from the engine, feeding the machine one event at a time and
+// flushing the client once per read: events that are already available go out together.
+func (rn *run) readStream(a *attempt, body io.Reader) {
+	var dec sse.Decoder
+	buf := rn.s.bufs.Get().(*[]byte)
+	defer rn.s.bufs.Put(buf)
+	for {
+		n, err := body.Read(*buf)
+		rn.mu.Lock()
+		if !rn.live(a) {
+			rn.mu.Unlock()
+			return
+		}
+		if n > 0 {
+			dec.Append((*buf)[:n])
+			for rn.live(a) {
+				ev, ok := dec.Next()
+				if !ok {
+					break
+				}
+				rn.chunk(a, ev)
+			}
+			if dec.Err() != nil && rn.live(a) {
+				rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "event_too_large"}, nil)
+			}
+		}
+		if err != nil && rn.live(a) {
+			if errors.Is(err, io.EOF) {
+				rn.step(failover.Event{Kind: failover.EvEnd, Attempt: a.n})
+			} else {
+				rn.upstreamError(a, err)
+			}
+		}
+		rn.flush()
+		rn.checkClient()
+		stop := !rn.live(a)
+		rn.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// chunk classifies one SSE event and steps the machine with it.
+func (rn *run) chunk(a *attempt, ev sse.Event) {
+	class := ev.Class
+	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class}
+	if class&sse.Output != 0 {
+		e.Tokens = sse.Count(ev.Data)
+	}
+	if class&sse.Error != 0 {
+		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)
+	}
+	rn.raw = ev.Raw
+	rn.step(e)
+	rn.raw = nil
+}
+
+// readBody reads a complete non-streaming response.
+func (rn *run) readBody(a *attempt, body io.Reader) {
+	b, err := io.ReadAll(io.LimitReader(body, maxEngineBody))
+	rn.locked(func() {
+		if !rn.live(a) {
+			return
+		}
+		if err != nil {
+			rn.upstreamError(a, err)
+			return
+		}
+		tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
+		rn.raw = b
+		rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})
+		rn.raw = nil
+		rn.flush()
+		rn.checkClient()
+	})
+}
+
+// live reports whether a is still the attempt the machine listens to.
+func (rn *run) live(a *attempt) bool { return !a.ended && rn.cur == a && !rn.m.Done() }
+
+// upstreamError classifies err. The client going away is never an upstream failure.
+func (rn *run) upstreamError(a *attempt, err error) {
+	if rn.r.Context().Err() != nil {
+		rn.step(failover.Event{Kind: failover.EvClientGone})
+		return
+	}
+	if a.ctx.Err() != nil {
+		return // fenced by the gateway; the machine already knows
+	}
+	rn.failAttempt(a, upstream.ClassifyError(err), nil)
+}
+
+func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
+	if f.Dial {
+		rn.pool.dialFailed(a.replica, rn.now(), f.Reason)
+	}
+	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial})
+}
+
+func (rn *run) locked(f func()) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	f()
+}

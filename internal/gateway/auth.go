@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// apiKey is the identity behind a bearer key. The journal records ID, never the key.
+type apiKey struct {
+	ID    string
+	Admin bool
+}
+
+func buildKeys(a config.Auth) map[string]apiKey {
+	keys := make(map[string]apiKey)
+	for _, k := range a.Keys {
+		keys[keyDigest(k.Key)] = apiKey{ID: k.ID}
+	}
+	for _, k := range a.AdminKeys {
+		keys[keyDigest(k.Key)] = apiKey{ID: k.ID, Admin: true}
+	}
+	return keys
+}
+
+// keyDigest hashes a key so that lookups do not compare secrets byte by byte.
+func keyDigest(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return string(sum[:])
+}
+
+// auth requires a known bearer key when keys are configured.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(s.keys) == 0 {
+			h(w, r)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		id, found := s.keys[keyDigest(strings.TrimSpace(tok))]
+		if !ok || !found {
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>'", RequestID: requestID(r)})
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
+	}
+}
+
+func identity(r *http.Request) (apiKey, bool) {
+	id, ok := r.Context().Value(identityKey).(apiKey)
+	return id, ok
+}

@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/upstream"
+)
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, openai.Chat)
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, openai.Completions)
+}
+
+// serveCompletion validates the request, then runs its failover machine to the end.
+func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
+	id := requestID(r)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			openai.WriteError(w, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.Limits.MaxBodyBytes), RequestID: id})
+			return
+		}
+		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
+			Message: "could not read the request body: " + err.Error(), RequestID: id})
+		return
+	}
+	req, perr := openai.ParseRequest(ep, body)
+	if perr != nil {
+		perr.RequestID = id
+		openai.WriteError(w, perr)
+		return
+	}
+	p := s.pools[req.Model]
+	if p == nil {
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
+			Message: fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", req.Model), RequestID: id})
+		return
+	}
+	now := s.now()
+	p.onRequest(now)
+	cfg := s.cfg.Policy
+	rn := &run{
+		s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p,
+		m: failover.New(failover.Config{
+			RequestID: id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
+			FirstTokenTimeout: cfg.FirstTokenTimeout.D(), IdleTimeout: cfg.IdleTimeout.D(),
+			Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
+		}),
+		rec: requestRecord{ID: id, Object: "fencegate.request", Model: req.Model, Stream: req.Stream,
+			Phase: phaseRouting, CreatedAt: now, Error: errorJSON(nil)},
+	}
+	if k, ok := identity(r); ok {
+		rn.rec.Tenant = k.ID
+	}
+	rn.serve()
+}
+
+func keepaliveFor(stream bool, d time.Duration) time.Duration {
+	if !stream {
+		return 0
+	}
+	return d
+}
+
+// serve runs attempts until the machine reaches its terminal action.
+func (rn *run) serve() {
+	rn.mu.Lock()
+	rn.step(failover.Event{Kind: failover.EvStart})
+	for {
+		rn.flush()
+		rn.checkClient()
+		if rn.m.Done() {
+			break
+		}
+		a := rn.cur
+		rn.mu.Unlock()
+		rn.runAttempt(a)
+		rn.mu.Lock()
+		if rn.cur == a && !rn.m.Done() {
+			// The attempt returned without the machine deciding anything: that can only be
+			// the gateway fencing it, which already started the next one, or a bug; end it.
+			rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "attempt_ended"}, nil)
+		}
+	}
+	if rn.timer != nil {
+		rn.timer.Stop()
+	}
+	rn.mu.Unlock()
+}

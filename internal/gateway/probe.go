@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// probeLoop checks every replica of p with GET /health every probe_every.
+func (s *Server) probeLoop(ctx context.Context, p *pool) {
+	t := time.NewTicker(s.cfg.Health.ProbeEvery.D())
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		type target struct{ name, url string }
+		var targets []target
+		for _, r := range p.b.Replicas {
+			targets = append(targets, target{r.Name, r.URL})
+		}
+		p.mu.Unlock()
+		for _, tg := range targets {
+			ok, reason := s.probe(ctx, tg.url)
+			if ctx.Err() != nil {
+				return
+			}
+			p.probeResult(tg.name, ok, reason)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) probe(ctx context.Context, url string) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+	if err != nil {
+		return false, "probe: " + err.Error()
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return false, "probe: " + err.Error()
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Sprintf("probe: status %d", resp.StatusCode)
+	}
+	return true, ""
+}

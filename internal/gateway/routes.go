@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// handleModels lists the pools as OpenAI models.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	names := append([]string(nil), s.models...)
+	sort.Strings(names)
+	for _, n := range names {
+		out.Data = append(out.Data, model{ID: n, Object: "model", Created: 0, OwnedBy: "fencegate"})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// maxWait bounds the long poll of GET /v1/requests/{id}?wait=DURATION.
+const maxWait = 60 * time.Second
+
+// handleGetRequest answers "what happened to my request?". Only the key that made the
+// request, or an admin key, may read it; others get 404 so ids cannot be probed. With
+// ?wait=DURATION it waits (at most 60s) until the request is done before answering.
+func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "wait",
+				Message: "wait must be a duration such as 5s", RequestID: requestID(r)})
+			return
+		}
+		wait = min(d, maxWait)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	rec, changed, ok := s.journal.get(id)
+	for ok && rec.Phase != phaseDone && wait > 0 {
+		select {
+		case <-changed:
+		case <-deadline.C:
+			wait = 0
+		case <-r.Context().Done():
+			return
+		}
+		rec, changed, ok = s.journal.get(id)
+	}
+	if ok && len(s.keys) > 0 {
+		k, _ := identity(r)
+		ok = k.Admin || k.ID == rec.Tenant
+	}
+	if !ok {
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "request_not_found", Param: "id",
+			Message: "no request with id " + id + " is known to this gateway", RequestID: requestID(r)})
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz is ready when every pool has an available replica; it lists each replica's
+// state and the reason it is out.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	type poolStatus struct {
+		Model     string          `json:"model"`
+		Available int             `json:"available"`
+		Replicas  []replicaStatus `json:"replicas"`
+	}
+	now := s.now()
+	ready := true
+	var pools []poolStatus
+	names := append([]string(nil), s.models...)
+	sort.Strings(names)
+	for _, n := range names {
+		list, avail := s.pools[n].status(now)
+		if avail == 0 {
+			ready = false
+		}
+		pools = append(pools, poolStatus{Model: n, Available: avail, Replicas: list})
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "pools": pools})
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	status, code, msg := http.StatusNotFound, "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path+"."
+	switch r.URL.Path {
+	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/healthz", "/readyz":
+		status, code, msg = http.StatusMethodNotAllowed, "method_not_allowed", "Method "+r.Method+" is not allowed on "+r.URL.Path+"."
+	}
+	openai.WriteError(w, &openai.Error{Status: status, Type: "invalid_request_error", Code: code, Message: msg, RequestID: requestID(r)})
+}
