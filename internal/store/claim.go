@@ -15,9 +15,10 @@ const DefaultRetention = 24 * time.Hour
 // idempotency key is already known, what the caller may do instead.
 type Claim struct {
 	// Request is the row to insert when the key is unused. Required: ID,
-	// BodyHash (when IdempotencyKey is set), Owner, OwnerLeaseUntil,
-	// CreatedAt, ExpiresAt (CreatedAt + key retention). Phase defaults to
-	// queued. Outcome must be empty. Attempts are ignored.
+	// BodyHash (when IdempotencyKey is set), Owner, OwnerLeaseUntil.
+	// Defaults: Phase queued, CreatedAt Now, ExpiresAt CreatedAt +
+	// DefaultRetention (set it from the configured key retention). Outcome
+	// must be empty. Attempts are ignored.
 	Request Request
 	// Now is the instant at which the stored owner lease and expiry are
 	// judged. Passed in, never read from a clock, so tests do not sleep.
@@ -167,6 +168,9 @@ func (c *Claim) prepare() (Request, error) {
 	}
 	if r.UpdatedAt.IsZero() {
 		r.UpdatedAt = r.CreatedAt
+	}
+	if r.ExpiresAt.IsZero() {
+		r.ExpiresAt = r.CreatedAt.Add(DefaultRetention)
 	}
 	r.normalize()
 	return r, nil

@@ -7,7 +7,8 @@
 // atomically what a request carrying an Idempotency-Key may do,
 // MarkFirstDelta durably records the delivery boundary before it is crossed,
 // and Journal batches every other write off the token path. The package is
-// shell code: it may do I/O, but it must never import the gateway, upstream,
-// agent or any other shell package, nor the core packages' internals; the
-// gateway depends on it, never the reverse.
+// shell code: it does I/O, and it imports no other fencegate package (not
+// the gateway, upstream or agent, nor the core); the gateway depends on it,
+// never the reverse. Its subpackage storetest is the conformance suite
+// every implementation passes.
 package store

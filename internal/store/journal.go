@@ -224,13 +224,24 @@ func (j *Journal) Flush(ctx context.Context) error {
 	return j.writeLocked(ctx)
 }
 
-// writeLocked writes the retry queue and then what is pending; the caller
-// holds j.writing.
+// writeLocked writes the batches of a failed earlier write, then takes what
+// is pending (once) and writes it; the caller holds j.writing. Pending
+// mutations are taken only after the retried batches succeeded, so during
+// an outage they stay in pending, where they keep merging, instead of
+// piling up as one more retry batch per attempt.
 func (j *Journal) writeLocked(ctx context.Context) error {
-	j.mu.Lock()
-	j.retry = append(j.retry, j.takeLocked()...)
-	j.mu.Unlock()
-	for len(j.retry) > 0 {
+	took := false
+	for {
+		if len(j.retry) == 0 {
+			if took {
+				return nil
+			}
+			j.mu.Lock()
+			j.retry = j.takeLocked()
+			j.mu.Unlock()
+			took = true
+			continue
+		}
 		batch := j.retry[0]
 		err := j.store.Apply(ctx, batch)
 		j.mu.Lock()
@@ -247,9 +258,10 @@ func (j *Journal) writeLocked(ctx context.Context) error {
 		j.mu.Unlock()
 		j.retry[0] = nil
 		j.retry = j.retry[1:]
+		if len(j.retry) == 0 {
+			j.retry = nil
+		}
 	}
-	j.retry = nil
-	return nil
 }
 
 // run is the background writer: every FlushEvery, or at once when a batch

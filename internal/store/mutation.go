@@ -18,7 +18,8 @@ type Mutation interface {
 
 // CreateRequest inserts a logical request without an idempotency key (keyed
 // requests go through Store.Claim, which decides atomically). Inserting an
-// id that already exists is a no-op.
+// id that already exists is a no-op. Set ExpiresAt: a row without one is
+// never swept.
 type CreateRequest struct {
 	Request Request
 }

@@ -272,10 +272,10 @@ func testSweep(t *testing.T, b Backend) {
 		c.Request.ExpiresAt = t0.Add(exp)
 		mustClaim(t, s, c, store.ClaimNew)
 	}
-	forever := keyed("req_0", "", "body", gwA, t0)
-	forever.Request.ExpiresAt = time.Time{}
-	mustClaim(t, s, forever, store.ClaimNew)
+	forever := fullRequest("req_0", "")
+	forever.ExpiresAt = time.Time{}
 	mustApply(t, s,
+		store.CreateRequest{Request: forever},
 		store.UpsertAttempt{Attempt: store.Attempt{ID: "req_1.a1", RequestID: "req_1", N: 1}},
 		store.AddTrace{Event: store.TraceEvent{RequestID: "req_1", Seq: 1}},
 		store.AddTrace{Event: store.TraceEvent{RequestID: "req_3", Seq: 1}},

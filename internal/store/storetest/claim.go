@@ -210,6 +210,18 @@ func testClaimTenantsApart(t *testing.T, b Backend) {
 	mustClaim(t, s, c2, store.ClaimNew)
 }
 
+func testClaimDefaults(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := keyed("req_1", "key-1", "body", gwA, t0)
+	c.Request.CreatedAt, c.Request.ExpiresAt = time.Time{}, time.Time{}
+	mustClaim(t, s, c, store.ClaimNew)
+	got := mustGet(t, s, "req_1")
+	if got.Phase != store.PhaseQueued || !got.CreatedAt.Equal(t0) || !got.ExpiresAt.Equal(t0.Add(store.DefaultRetention)) {
+		t.Errorf("defaults: phase %q created %v expires %v; want queued, %v, %v",
+			got.Phase, got.CreatedAt, got.ExpiresAt, t0, t0.Add(store.DefaultRetention))
+	}
+}
+
 func testClaimInvalid(t *testing.T, b Backend) {
 	s := b.New(t)
 	bad := []store.Claim{

@@ -45,6 +45,7 @@ func Run(t *testing.T, b Backend) {
 		{"ClaimExpiredKey", testClaimExpiredKey},
 		{"ClaimTenantsApart", testClaimTenantsApart},
 		{"ClaimInvalid", testClaimInvalid},
+		{"ClaimDefaults", testClaimDefaults},
 		{"RoundTrip", testRoundTrip},
 		{"ApplyCreate", testApplyCreate},
 		{"ApplyUpdate", testApplyUpdate},
