@@ -5,9 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
@@ -16,24 +13,25 @@ import (
 
 // demo runs a gateway in front of three simulated replicas on loopback and explains how to
 // watch the failover contract at work.
-func demo(args []string, stdout io.Writer) error {
+func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
-	basePort := fs.Int("replica-base-port", 9001, "first replica port; the three replicas use this port and the next two")
+	basePort := fs.Int("replica-base-port", 9001, "first replica port; the three replicas use this port and the next two (0: any free ports)")
 	decode := fs.Duration("decode-per-token", 40*time.Millisecond, "simulated decode time per token")
 	prefill := fs.Duration("prefill-per-token", 2*time.Millisecond, "simulated prefill time per prompt token")
 	restart := fs.Duration("restart-after", 10*time.Second, "a crashed replica comes back after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	var replicas []config.Replica
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("sim-%d", i+1)
+		addr := "127.0.0.1:0"
+		if *basePort != 0 {
+			addr = fmt.Sprintf("127.0.0.1:%d", *basePort+i)
+		}
 		s, err := sim.Start(sim.Config{
-			Name: name, Model: "sim-model", Addr: fmt.Sprintf("127.0.0.1:%d", *basePort+i),
+			Name: name, Model: "sim-model", Addr: addr,
 			DecodePerToken: *decode, PrefillPerToken: *prefill, RestartAfter: *restart,
 		})
 		if err != nil {

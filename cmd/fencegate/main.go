@@ -3,11 +3,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/fencegate/fencegate/internal/sim"
 )
@@ -23,7 +26,10 @@ Run "fencegate <command> --help" for a command's flags.
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "fencegate:", err)
 		}
@@ -31,18 +37,19 @@ func main() {
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// run executes one subcommand until it finishes or ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stdout)
+		return serve(ctx, args[1:], stdout)
 	case "sim":
 		return sim.Main(args[1:], stdout)
 	case "demo":
-		return demo(args[1:], stdout)
+		return demo(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -10,15 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 )
 
-func serve(args []string, stdout io.Writer) error {
+func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	path := fs.String("config", "", "path to the YAML configuration (required)")
 	if err := fs.Parse(args); err != nil {
@@ -32,8 +30,6 @@ func serve(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return runGateway(ctx, cfg, stdout)
 }
 
