@@ -93,22 +93,6 @@ type Journal struct {
 	cancel context.CancelFunc
 }
 
-type updateKey struct{ id, owner string }
-
-// JournalStats are counters for metrics. Pending counts mutations not yet
-// written (after merging).
-type JournalStats struct {
-	Pending       int
-	Submitted     uint64 // accepted by Submit
-	Merged        uint64 // absorbed into a pending mutation
-	Written       uint64 // mutations applied
-	Batches       uint64 // successful Apply calls
-	FailedBatches uint64 // failed Apply calls (each is retried)
-	DroppedTraces uint64 // trace events over MaxPendingTraces
-	Rejected      uint64 // invalid mutations and those submitted after Close
-	LastError     error  // of the last failed Apply, nil after a success
-}
-
 // NewJournal starts a journal writing to s. Call Close to stop it; the
 // journal does not close s.
 func NewJournal(s Store, opts JournalOptions) *Journal {
@@ -153,63 +137,6 @@ func (j *Journal) Submit(m Mutation) {
 		default: // a kick is already pending
 		}
 	}
-}
-
-// addLocked merges or appends m; full reports that a batch is ready.
-func (j *Journal) addLocked(m Mutation) (full, accepted bool) {
-	if j.closed {
-		j.stats.Rejected++
-		return false, false
-	}
-	switch m := m.(type) {
-	case UpdateRequest:
-		k := updateKey{m.ID, m.Owner}
-		if i, ok := j.updates[k]; ok {
-			j.pending[i] = mergeUpdates(j.pending[i].(UpdateRequest), m)
-			j.stats.Submitted++
-			j.stats.Merged++
-			return false, true
-		}
-		j.updates[k] = len(j.pending)
-	case UpsertAttempt:
-		if i, ok := j.attempts[m.Attempt.ID]; ok {
-			prev := j.pending[i].(UpsertAttempt)
-			j.pending[i] = UpsertAttempt{Attempt: mergeAttempt(prev.Attempt, m.Attempt)}
-			j.stats.Submitted++
-			j.stats.Merged++
-			return false, true
-		}
-		j.attempts[m.Attempt.ID] = len(j.pending)
-	case AddTrace:
-		if j.traces >= j.opts.MaxPendingTraces {
-			j.stats.DroppedTraces++
-			return false, false
-		}
-		j.traces++
-	}
-	j.pending = append(j.pending, m)
-	j.stats.Submitted++
-	return len(j.pending) >= j.opts.MaxBatch, true
-}
-
-// takeLocked moves all pending mutations out, split into batches.
-func (j *Journal) takeLocked() [][]Mutation {
-	if len(j.pending) == 0 {
-		return nil
-	}
-	all := j.pending
-	j.pending = nil
-	clear(j.updates)
-	clear(j.attempts)
-	j.traces = 0
-	j.inflight += len(all)
-	var batches [][]Mutation
-	for len(all) > 0 {
-		n := min(len(all), j.opts.MaxBatch)
-		batches = append(batches, all[:n:n])
-		all = all[n:]
-	}
-	return batches
 }
 
 // Flush writes everything submitted before it was called, and returns the
@@ -333,13 +260,4 @@ func (j *Journal) Close(ctx context.Context) error {
 		return fmt.Errorf("store: journal close: %w", err)
 	}
 	return nil
-}
-
-// Stats returns a snapshot of the journal's counters.
-func (j *Journal) Stats() JournalStats {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	s := j.stats
-	s.Pending = len(j.pending) + j.inflight
-	return s
 }
