@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
@@ -20,6 +22,7 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	decode := fs.Duration("decode-per-token", 40*time.Millisecond, "simulated decode time per token")
 	prefill := fs.Duration("prefill-per-token", 2*time.Millisecond, "simulated prefill time per prompt token")
 	restart := fs.Duration("restart-after", 10*time.Second, "a crashed replica comes back after this long")
+	storeDSN := fs.String("store", "", "request journal (default: a SQLite file in a temporary directory, removed at exit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +43,15 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 		defer s.Close()
 		replicas = append(replicas, config.Replica{Name: name, URL: s.URL()})
 	}
-	cfg := &config.Config{Listen: *listen, Models: []config.Model{{Name: "sim-model", Replicas: replicas}}}
+	if *storeDSN == "" {
+		dir, err := os.MkdirTemp("", "fencegate-demo-")
+		if err != nil {
+			return fmt.Errorf("demo: journal directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		*storeDSN = "sqlite:" + filepath.Join(dir, "fencegate.db")
+	}
+	cfg := &config.Config{Listen: *listen, Models: []config.Model{{Name: "sim-model", Replicas: replicas}}, Store: *storeDSN}
 	cfg.Health.ProbeEvery = config.Duration(time.Second)
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -36,7 +37,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 // runGateway serves cfg until ctx ends, then drains in-flight requests for a while.
 func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	gw, err := gateway.New(cfg, gateway.Options{Logger: log})
+	gw, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -45,9 +46,10 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	gw.StartProbes()
+	gw.Start()
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "fencegate gateway listening on http://%s\n", ln.Addr())
+	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -61,4 +63,16 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// redact hides a password in a store DSN before it is logged.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

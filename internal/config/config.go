@@ -15,6 +15,30 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 	// Auth, when it lists keys, requires a bearer API key on every /v1 request.
 	Auth Auth `yaml:"auth"`
+	// Store is where the request journal and idempotency keys live: "sqlite:PATH" (the
+	// default, sqlite:fencegate.db), "postgres://..." for several gateways sharing one
+	// database, or "memory:" (lost at exit; for tests).
+	Store string `yaml:"store"`
+	// GatewayID names this gateway as the owner of the requests it runs. Default: host name
+	// plus a random suffix, new at every start.
+	GatewayID string `yaml:"gateway_id"`
+	// Idempotency configures Idempotency-Key handling.
+	Idempotency Idempotency `yaml:"idempotency"`
+	// Traces, when true, journals each request's input and events (off by default: inputs
+	// may be private).
+	Traces bool `yaml:"traces"`
+}
+
+// Idempotency configures Idempotency-Key handling and the journal's retention.
+type Idempotency struct {
+	// Retention is how long a request and its key are kept. Default 24h.
+	Retention Duration `yaml:"retention"`
+	// OwnerLease is how long a gateway's ownership of a running request lasts without
+	// renewal; after a gateway dies, another may take over a request that crossed no
+	// boundary once this has passed. Renewed every third of it. Default 10s.
+	OwnerLease Duration `yaml:"owner_lease"`
+	// MaxReplayBytes bounds the stored response of a keyed request. Default 8 MiB.
+	MaxReplayBytes int `yaml:"max_replay_bytes"`
 }
 
 // Model is one pool: the replicas that serve one model name.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,10 @@ const (
 	DefaultBudgetRatio       = 0.2
 	DefaultBudgetPerSecond   = 3.0
 	DefaultBudgetBurst       = 10.0
+	DefaultStore             = "sqlite:fencegate.db"
+	DefaultRetention         = 24 * time.Hour
+	DefaultOwnerLease        = 10 * time.Second
+	DefaultMaxReplayBytes    = 8 << 20
 )
 
 // Validate fills defaults and checks every field; the error names the field at fault.
@@ -57,7 +62,33 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxBodyBytes < 1024 {
 		return fmt.Errorf("limits.max_body_bytes: %d is below the minimum of 1024", c.Limits.MaxBodyBytes)
 	}
-	return c.Auth.validate()
+	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	if c.Store == "" {
+		c.Store = DefaultStore
+	}
+	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") &&
+		!strings.HasPrefix(c.Store, "postgresql://") && c.Store != "memory:" {
+		return fmt.Errorf("store: %q is not sqlite:PATH, postgres://... or memory:", c.Store)
+	}
+	i := &c.Idempotency
+	if err := defaultPositive(&i.Retention, DefaultRetention, "idempotency.retention"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&i.OwnerLease, DefaultOwnerLease, "idempotency.owner_lease"); err != nil {
+		return err
+	}
+	if i.OwnerLease.D() < 100*time.Millisecond {
+		return fmt.Errorf("idempotency.owner_lease: %s is below the minimum of 100ms", i.OwnerLease.D())
+	}
+	if i.MaxReplayBytes == 0 {
+		i.MaxReplayBytes = DefaultMaxReplayBytes
+	}
+	if i.MaxReplayBytes < 0 {
+		return fmt.Errorf("idempotency.max_replay_bytes: %d must be positive", i.MaxReplayBytes)
+	}
+	return nil
 }
 
 func (m *Model) validate(field string) error {

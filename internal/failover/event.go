@@ -30,6 +30,10 @@ const (
 	EvClientGone
 	// EvTick: time passed; the shell sends it when Deadline() is reached.
 	EvTick
+	// EvAbort: the shell cannot go on with the request (it lost ownership of it to another
+	// gateway, or cannot record the delivery boundary durably). The current attempt is
+	// cancelled and the request ends with Err; it is never rerun here.
+	EvAbort
 )
 
 // Event is one input to Machine.Step. Only the fields its Kind names are read.

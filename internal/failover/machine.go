@@ -202,6 +202,16 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		m.finish(Cancelled, false)
 	case EvTick:
 		m.tick(now)
+	case EvAbort:
+		if m.phase == waiting || m.phase == receiving {
+			m.emit(Action{Kind: ActCancelAttempt, Attempt: m.attempt, Reason: ev.Reason})
+			m.endAttempt(now, ev.Reason, 0)
+		}
+		if m.held > 0 {
+			m.held = 0
+			m.emit(Action{Kind: ActDiscardHeld, Attempt: m.attempt})
+		}
+		m.end(m.decorate(ev.Err, false))
 	}
 	return m.out
 }

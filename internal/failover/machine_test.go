@@ -336,3 +336,15 @@ func TestDialFailuresEndInNoReplica(t *testing.T) {
 		t.Fatalf("got %s %+v", kinds(acts), acts[0].Err)
 	}
 }
+
+func TestAbortEndsWithoutRerun(t *testing.T) {
+	s := newShell(t, streamCfg())
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(chunk(1, roleOnly))
+	acts := s.step(Event{Kind: EvAbort, Reason: "ownership_lost", Err: &openai.Error{Status: 503, Code: "ownership_lost", Message: "x"}})
+	expectKinds(t, acts, "cancel(1) discard-held(1) fail")
+	if e := acts[2].Err; e.Code != "ownership_lost" || *e.Retryable || acts[2].AsEvent {
+		t.Fatalf("error %+v", e)
+	}
+}

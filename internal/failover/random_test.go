@@ -59,6 +59,8 @@ func TestRandomSchedules(t *testing.T) {
 			case x < 74:
 				s.advance(time.Duration(r.IntN(3000)) * time.Millisecond)
 				ev = Event{Kind: EvTick}
+			case x < 75:
+				ev = Event{Kind: EvAbort, Reason: "abort", Err: &openai.Error{Status: 503, Message: "abort"}}
 			case x < 77 && !cfg.Stream:
 				ev = Event{Kind: EvBody, Attempt: attempt, Tokens: r.IntN(9)}
 			default:

@@ -2,19 +2,23 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"github.com/tidwall/gjson"
 )
 
 // Limits on what the gateway reads from an engine.
 const (
+	boundaryWriteTimeout = 5 * time.Second
 	maxEngineErrorBody = 64 << 10
 	maxEngineBody      = 64 << 20
 	readChunk          = 32 << 10
@@ -46,7 +50,7 @@ func (rn *run) runAttempt(a *attempt) {
 	if rn.req.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	req.Header.Set("X-Request-Id", rn.rec.ID)
+	req.Header.Set("X-Request-Id", rn.id)
 	req.Header.Set("X-Fencegate-Attempt", a.id)
 
 	resp, err := rn.s.client.Do(req)
@@ -121,9 +125,36 @@ func (rn *run) chunk(a *attempt, ev sse.Event) {
 	if class&sse.Error != 0 {
 		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)
 	}
+	if !rn.recordBoundary(class) {
+		return
+	}
 	rn.raw = ev.Raw
 	rn.step(e)
 	rn.raw = nil
+}
+
+// recordBoundary makes the delivery boundary of a keyed request durable before the machine
+// is given the event that crosses it, so that after a crash another gateway can tell a safe
+// rerun from an unsafe one. It returns false when the request must not go on: the record
+// failed, and nothing may be written that the journal does not know of.
+func (rn *run) recordBoundary(class sse.Class) bool {
+	if !rn.keyed || rn.m.Committed() || class&(sse.Output|sse.Finish|sse.Done) == 0 || class&(sse.Error|sse.Malformed) != 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), boundaryWriteTimeout)
+	err := rn.s.store.MarkFirstDelta(ctx, rn.id, rn.s.gatewayID, rn.now())
+	cancel()
+	if err == nil {
+		return true
+	}
+	code, msg := "journal_unavailable", "the gateway could not record the delivery boundary durably, so it delivered nothing: "+err.Error()
+	if errors.Is(err, store.ErrNotOwner) {
+		code, msg = "request_ownership_lost", "another gateway took over this request, so this one delivered nothing"
+	}
+	rn.s.log.Warn("delivery boundary not recorded", "request_id", rn.id, "err", err)
+	rn.step(failover.Event{Kind: failover.EvAbort, Reason: code,
+		Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: code, Message: msg}})
+	return false
 }
 
 // readBody reads a complete non-streaming response.
@@ -138,6 +169,9 @@ func (rn *run) readBody(a *attempt, body io.Reader) {
 			return
 		}
 		tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
+		if !rn.recordBoundary(sse.Output) {
+			return
+		}
 		rn.raw = b
 		rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})
 		rn.raw = nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
 
@@ -20,7 +21,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serveCompletion(w, r, openai.Completions)
 }
 
-// serveCompletion validates the request, then runs its failover machine to the end.
+// serveCompletion validates the request, registers it in the journal (claiming its
+// Idempotency-Key, if any), then runs its failover machine to the end.
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
@@ -47,22 +49,34 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 			Message: fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", req.Model), RequestID: id})
 		return
 	}
+	tenant := ""
+	if k, ok := identity(r); ok {
+		tenant = k.ID
+	}
 	now := s.now()
+	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model}
+	row := store.Request{
+		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
+		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.cfg.Idempotency.OwnerLease.D()),
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(s.cfg.Idempotency.Retention.D()),
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if !s.claim(w, r, rn, &row, key, body, now) {
+			return
+		}
+	} else {
+		s.journal.Submit(store.CreateRequest{Request: row})
+	}
+	if s.cfg.Traces {
+		s.journal.Submit(store.AddTrace{Event: store.TraceEvent{RequestID: rn.id, Seq: 0, At: now, Kind: "input", Payload: body}})
+	}
 	p.onRequest(now)
 	cfg := s.cfg.Policy
-	rn := &run{
-		s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p,
-		m: failover.New(failover.Config{
-			RequestID: id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
-			FirstTokenTimeout: cfg.FirstTokenTimeout.D(), IdleTimeout: cfg.IdleTimeout.D(),
-			Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
-		}),
-		rec: requestRecord{ID: id, Object: "fencegate.request", Model: req.Model, Stream: req.Stream,
-			Phase: phaseRouting, CreatedAt: now, Error: errorJSON(nil)},
-	}
-	if k, ok := identity(r); ok {
-		rn.rec.Tenant = k.ID
-	}
+	rn.m = failover.New(failover.Config{
+		RequestID: rn.id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
+		FirstTokenTimeout: cfg.FirstTokenTimeout.D(), IdleTimeout: cfg.IdleTimeout.D(),
+		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
+	})
 	rn.serve()
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/sim"
+	"github.com/fencegate/fencegate/internal/store"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -21,7 +22,7 @@ import (
 // env is a gateway in front of simulated replicas, all on loopback, and the official
 // OpenAI Go client pointed at the gateway.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	sims   []*sim.Server
 	gw     *gateway.Server
 	srv    *httptest.Server
@@ -32,16 +33,24 @@ type envOptions struct {
 	replicas int
 	sim      func(i int, c *sim.Config)
 	config   func(c *config.Config)
+	store    store.Store // default: the config's store (memory:)
+	// sims, when set, are the replicas to use (shared with another gateway).
+	sims []*sim.Server
+	now  func() time.Time
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	if o.replicas == 0 {
 		o.replicas = 2
 	}
 	e := &env{t: t}
 	var reps []config.Replica
-	for i := 0; i < o.replicas; i++ {
+	for i, s := range o.sims {
+		e.sims = append(e.sims, s)
+		reps = append(reps, config.Replica{Name: fmt.Sprintf("sim-%d", i+1), URL: s.URL()})
+	}
+	for i := 0; i < o.replicas && o.sims == nil; i++ {
 		sc := sim.Config{Name: fmt.Sprintf("sim-%d", i+1), Model: "sim-model"}
 		if o.sim != nil {
 			o.sim(i, &sc)
@@ -54,17 +63,18 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.sims = append(e.sims, s)
 		reps = append(reps, config.Replica{Name: sc.Name, URL: s.URL()})
 	}
-	cfg := &config.Config{Models: []config.Model{{Name: "sim-model", Replicas: reps}}}
+	cfg := &config.Config{Models: []config.Model{{Name: "sim-model", Replicas: reps}}, Store: "memory:"}
 	if o.config != nil {
 		o.config(cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(cfg, gateway.Options{})
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}
+	gw.Start()
 	e.gw = gw
 	e.srv = httptest.NewServer(gw.Handler())
 	t.Cleanup(func() {

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/store"
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -55,29 +58,48 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, maxWait)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	rec, changed, ok := s.journal.get(id)
-	for ok && rec.Phase != phaseDone && wait > 0 {
-		select {
-		case <-changed:
-		case <-deadline.C:
-			wait = 0
-		case <-r.Context().Done():
+	rec, err := s.waitRecord(r.Context(), id, wait)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if r.Context().Err() != nil {
 			return
 		}
-		rec, changed, ok = s.journal.get(id)
+		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
+			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r)})
+		return
 	}
+	ok := err == nil
 	if ok && len(s.keys) > 0 {
 		k, _ := identity(r)
 		ok = k.Admin || k.ID == rec.Tenant
 	}
 	if !ok {
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "request_not_found", Param: "id",
-			Message: "no request with id " + id + " is known to this gateway", RequestID: requestID(r)})
+			Message: "no request with id " + id + " is known", RequestID: requestID(r)})
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, viewOf(rec))
+}
+
+// waitPoll is how often a long poll re-reads the store, which other gateways also write.
+const waitPoll = 50 * time.Millisecond
+
+// waitRecord reads request id from the store; with wait > 0 it re-reads until the request
+// is done or wait has passed (a request just accepted may not be journaled yet).
+func (s *Server) waitRecord(ctx context.Context, id string, wait time.Duration) (*store.Request, error) {
+	deadline := time.Now().Add(wait)
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	for {
+		rec, err := s.store.Get(ctx, id)
+		if (err == nil && rec.Phase == store.PhaseDone) || (err != nil && !errors.Is(err, store.ErrNotFound)) || !time.Now().Before(deadline) {
+			return rec, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/store"
 )
 
 // run drives one logical request: it performs the failover machine's actions and feeds it
@@ -25,9 +26,20 @@ type run struct {
 	req  *openai.Request
 	pool *pool
 
-	mu       sync.Mutex
-	m        *failover.Machine
-	rec      requestRecord
+	mu sync.Mutex
+	m  *failover.Machine
+	// id is the logical request id; attemptBase offsets attempt numbers when this gateway
+	// took the request over from one that died (its attempts keep their numbers).
+	id          string
+	model       string
+	attemptBase int
+	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
+	// response for replay.
+	keyed          bool
+	replay         []byte
+	replayOverflow bool
+	status         int // HTTP status sent to the client
+
 	cur      *attempt // the attempt the machine last started
 	attempts []*attempt
 	pending  []failover.Event // follow-up events produced while performing actions
@@ -49,7 +61,7 @@ type attempt struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ended   bool
-	rec     int // index in run.rec.Attempts
+	rec     store.Attempt
 }
 
 func (rn *run) now() time.Time { return rn.s.now() }
@@ -82,15 +94,16 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		rn.w.WriteHeader(http.StatusOK)
+		rn.status = http.StatusOK
 		rn.dirty = true
 	case failover.ActKeepalive:
 		rn.write(sse.KeepaliveEvent)
 		rn.flush()
 	case failover.ActMarkFirstDelta:
-		// Recorded before the write that follows (DESIGN §2).
-		rn.rec.FirstDeltaSent = true
-		rn.rec.Phase = phaseStreaming
-		rn.journal(now)
+		// Recorded before the write that follows (DESIGN §2). A keyed request's latch was
+		// made durable before the machine saw the event (see recordBoundary); the journal
+		// write here is asynchronous, off the token path.
+		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true})
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
 	case failover.ActDiscardHeld:
@@ -103,6 +116,7 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 			rn.w.Header().Set("Content-Type", "application/json")
 			rn.w.Header().Set("Content-Length", strconv.Itoa(len(rn.raw)))
 			rn.w.WriteHeader(http.StatusOK)
+			rn.status = http.StatusOK
 		}
 		rn.write(rn.raw)
 	case failover.ActFinish:
@@ -125,12 +139,14 @@ func (rn *run) startAttempt(n int, now time.Time) {
 		return
 	}
 	ctx, cancel := context.WithCancel(rn.r.Context())
-	a := &attempt{n: n, id: rn.rec.ID + ".a" + strconv.Itoa(n), replica: name, url: url, ctx: ctx, cancel: cancel, rec: len(rn.rec.Attempts)}
+	num := rn.attemptBase + n
+	a := &attempt{n: n, id: store.AttemptID(rn.id, num), replica: name, url: url, ctx: ctx, cancel: cancel}
+	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: name, StartedAt: now}
 	rn.cur = a
 	rn.attempts = append(rn.attempts, a)
-	rn.rec.Attempts = append(rn.rec.Attempts, attemptRecord{ID: a.id, N: n, Replica: name, StartedAt: now})
+	rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
+	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	rn.pending = append(rn.pending, failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: name})
-	rn.journal(now)
 }
 
 // endAttempt closes attempt n's upstream connection and releases its replica. cancel says
@@ -143,13 +159,13 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel bool) {
 		a.ended = true
 		a.cancel()
 		rn.pool.release(a.replica)
-		ar := &rn.rec.Attempts[a.rec]
-		ar.EndedAt = now
-		ar.EndReason = reason
-		ar.CancelSent = cancel
+		a.rec.EndedAt = now
+		a.rec.EndReason = reason
+		a.rec.CancelSent = cancel
 		if infos := rn.m.Attempts(); len(infos) >= n && infos[n-1].Failure != 0 {
-			ar.Failure = infos[n-1].Failure.String()
+			a.rec.Failure = infos[n-1].Failure.String()
 		}
+		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
 }
 
@@ -159,20 +175,24 @@ func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 			rn.endAttempt(a.n, now, "completed", false)
 		}
 	}
-	rn.rec.Phase = phaseDone
-	rn.rec.Outcome = o.String()
-	rn.rec.DeliveredOutputTokens = rn.m.Delivered()
-	rn.rec.Error = errorJSON(e)
-	rn.journal(now)
+	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
+		DeliveredOutputTokens: int64(rn.m.Delivered())}
+	if e != nil {
+		u.Error = e.AppendJSON(nil)
+	}
+	if rn.keyed && !rn.replayOverflow && o != failover.Cancelled {
+		u.Response, u.ResponseIsSSE, u.ResponseStatus = rn.replay, rn.req.Stream, rn.status
+	}
+	rn.update(u)
 	if rn.timer != nil {
 		rn.timer.Stop()
 	}
 }
 
-func (rn *run) journal(now time.Time) {
-	rn.rec.UpdatedAt = now
-	rn.rec.DeliveredOutputTokens = rn.m.Delivered()
-	rn.s.journal.put(&rn.rec)
+// update journals a change of the logical request, fenced by this gateway's ownership.
+func (rn *run) update(u store.UpdateRequest) {
+	u.ID, u.Owner = rn.id, rn.s.gatewayID
+	rn.s.journal.Submit(u)
 }
 
 func (rn *run) write(b []byte) {
@@ -181,6 +201,13 @@ func (rn *run) write(b []byte) {
 	}
 	_, rn.writeErr = rn.w.Write(b)
 	rn.dirty = true
+	if rn.keyed && !rn.replayOverflow {
+		if len(rn.replay)+len(b) > rn.s.cfg.Idempotency.MaxReplayBytes {
+			rn.replayOverflow, rn.replay = true, nil
+		} else {
+			rn.replay = append(rn.replay, b...)
+		}
+	}
 }
 
 func (rn *run) flush() {
@@ -203,8 +230,13 @@ func (rn *run) writeError(e *openai.Error, asEvent bool) {
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		rn.w.Header().Set("Retry-After", "1")
 	}
+	body := e.AppendJSON(nil)
+	rn.status = e.Status
 	openai.WriteError(rn.w, e)
 	rn.dirty = true
+	if rn.keyed {
+		rn.replay = body
+	}
 }
 
 // rearm points the deadline timer at the machine's next deadline when that is earlier than

@@ -2,13 +2,17 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
 
@@ -18,14 +22,19 @@ type Server struct {
 	pools   map[string]*pool
 	models  []string
 	client  *http.Client
-	journal *memJournal
-	keys    map[string]apiKey // bearer key → identity
+	store   store.Store
+	journal *store.Journal
+	// gatewayID names this gateway as the owner of the requests it runs.
+	gatewayID string
+	keys      map[string]apiKey // bearer key → identity
 	log     *slog.Logger
 	now     func() time.Time
 	bufs    sync.Pool
+	// ownStore is true when the gateway opened the store and so closes it.
+	ownStore bool
 
-	stopProbes context.CancelFunc
-	probes     sync.WaitGroup
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
 }
 
 // Options are the gateway's dependencies that are not configuration.
@@ -33,20 +42,23 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Store, when set, is used instead of opening cfg.Store (the caller closes it).
+	Store store.Store
 }
 
-// New builds a gateway from a validated configuration.
-func New(cfg *config.Config, opt Options) (*Server, error) {
+// New builds a gateway from a validated configuration and opens its store.
+func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("gateway: nil config")
 	}
 	s := &Server{
-		cfg:     cfg,
-		pools:   make(map[string]*pool),
-		client:  upstream.NewClient(cfg.Health.DialTimeout.D()),
-		journal: newMemJournal(100_000),
-		log:     opt.Logger,
-		now:     opt.Now,
+		cfg:       cfg,
+		pools:     make(map[string]*pool),
+		client:    upstream.NewClient(cfg.Health.DialTimeout.D()),
+		store:     opt.Store,
+		gatewayID: cfg.GatewayID,
+		log:       opt.Logger,
+		now:       opt.Now,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -60,7 +72,32 @@ func New(cfg *config.Config, opt Options) (*Server, error) {
 		s.models = append(s.models, m.Name)
 	}
 	s.keys = buildKeys(cfg.Auth)
+	if s.gatewayID == "" {
+		s.gatewayID = defaultGatewayID()
+	}
+	if s.store == nil {
+		st, err := store.Open(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		s.store = st
+		s.ownStore = true
+	}
+	s.journal = store.NewJournal(s.store, store.JournalOptions{Logger: s.log})
 	return s, nil
+}
+
+// ID is the gateway's owner id.
+func (s *Server) ID() string { return s.gatewayID }
+
+func defaultGatewayID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "gateway"
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }
 
 // Handler returns the gateway's HTTP handler.
@@ -76,25 +113,44 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// StartProbes begins the active health probes; Close stops them.
-func (s *Server) StartProbes() {
+// Start begins the background work: active health probes, the renewal of this gateway's
+// ownership of its running requests, and the sweep of expired journal rows. Close stops it.
+func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopProbes = cancel
+	s.stopBackground = cancel
 	for _, p := range s.pools {
-		s.probes.Add(1)
-		go func() {
-			defer s.probes.Done()
-			s.probeLoop(ctx, p)
-		}()
+		s.goBackground(func() { s.probeLoop(ctx, p) })
 	}
+	s.goBackground(func() { s.ownerLoop(ctx) })
+	s.goBackground(func() { s.sweepLoop(ctx) })
 }
 
-// Close stops background work. In-flight requests are the HTTP server's to drain.
+func (s *Server) goBackground(f func()) {
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		f()
+	}()
+}
+
+// Close stops background work and writes what the journal still holds. In-flight requests
+// are the HTTP server's to drain first.
 func (s *Server) Close() error {
-	if s.stopProbes != nil {
-		s.stopProbes()
-		s.probes.Wait()
+	if s.stopBackground != nil {
+		s.stopBackground()
+		s.background.Wait()
 	}
 	s.client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.journal.Close(ctx)
+	if s.ownStore {
+		if cerr := s.store.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("gateway: close: %w", err)
+	}
 	return nil
 }

@@ -1,0 +1,61 @@
+package gateway_test
+
+import (
+	"bufio"
+	"fmt"
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Benchmarks of the gateway's added cost, each against a direct connection to the same
+// simulated engine in the same run (decode time 0, so the engine is as fast as it can be
+// and the difference is the gateway). Results and the command are in docs/performance.md.
+
+const benchBody = `{"model":"sim-model","stream":true,"max_tokens":%d,"temperature":0,"ignore_eos":true,"messages":[{"role":"user","content":"benchmark prompt"}]}`
+
+func benchStream(b *testing.B, url string, tokens int) {
+	body := []byte(fmt.Sprintf(benchBody, tokens))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var ttft time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		resp, err := client.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		first := true
+		for {
+			line, err := r.ReadSlice('\n')
+			if first && bytes.Contains(line, []byte(`"content":" `)) {
+				ttft += time.Since(start)
+				first = false
+			}
+			if err != nil {
+				break
+			}
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(ttft.Microseconds())/float64(b.N), "ttft-µs")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tokens), "ns/token")
+}
+
+func BenchmarkStream(b *testing.B) {
+	for _, tokens := range []int{16, 256} {
+		b.Run(fmt.Sprintf("direct/tokens=%d", tokens), func(b *testing.B) {
+			e := newEnv(b, envOptions{replicas: 1})
+			benchStream(b, e.sims[0].URL(), tokens)
+		})
+		b.Run(fmt.Sprintf("gateway/tokens=%d", tokens), func(b *testing.B) {
+			e := newEnv(b, envOptions{replicas: 1})
+			benchStream(b, e.srv.URL, tokens)
+		})
+	}
+}
