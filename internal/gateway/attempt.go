@@ -19,9 +19,9 @@ import (
 // Limits on what the gateway reads from an engine.
 const (
 	boundaryWriteTimeout = 5 * time.Second
-	maxEngineErrorBody = 64 << 10
-	maxEngineBody      = 64 << 20
-	readChunk          = 32 << 10
+	maxEngineErrorBody   = 64 << 10
+	maxEngineBody        = 64 << 20
+	readChunk            = 32 << 10
 )
 
 // hopHeaders are not forwarded from the client to the engine: hop-by-hop headers, the

@@ -2,8 +2,8 @@ package gateway_test
 
 import (
 	"bufio"
-	"fmt"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"

@@ -27,9 +27,9 @@ type Server struct {
 	// gatewayID names this gateway as the owner of the requests it runs.
 	gatewayID string
 	keys      map[string]apiKey // bearer key → identity
-	log     *slog.Logger
-	now     func() time.Time
-	bufs    sync.Pool
+	log       *slog.Logger
+	now       func() time.Time
+	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
 
