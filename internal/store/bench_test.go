@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/store"
+	"github.com/fencegate/fencegate/internal/store/pgtest"
 )
 
 // Short benchmarks; run e.g.
@@ -25,7 +26,7 @@ func benchBackends() []benchBackend {
 			return openSQLiteAt(b, filepath.Join(b.TempDir(), "bench.db"))
 		}},
 		{"postgres", func(b *testing.B) store.Store {
-			return openPostgresAt(b, newPostgresSchema(b))
+			return openPostgresAt(b, pgtest.Schema(b))
 		}},
 	}
 }
