@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/store/pgtest"
 )
 
 // Benchmarks of the gateway's added cost, each against a direct connection to the same
@@ -16,7 +19,9 @@ import (
 
 const benchBody = `{"model":"sim-model","stream":true,"max_tokens":%d,"temperature":0,"ignore_eos":true,"messages":[{"role":"user","content":"benchmark prompt"}]}`
 
-func benchStream(b *testing.B, url string, tokens int) {
+func benchStream(b *testing.B, url string, tokens int) { benchStreamKeyed(b, url, tokens, false) }
+
+func benchStreamKeyed(b *testing.B, url string, tokens int, keyed bool) {
 	body := []byte(fmt.Sprintf(benchBody, tokens))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()
@@ -24,7 +29,12 @@ func benchStream(b *testing.B, url string, tokens int) {
 	var ttft time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		resp, err := client.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if keyed {
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i))
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -58,4 +68,21 @@ func BenchmarkStream(b *testing.B) {
 			benchStream(b, e.srv.URL, tokens)
 		})
 	}
+}
+
+// BenchmarkKeyedTTFT measures what the synchronous journal writes of a keyed request (the
+// claim, the attempt record, the delivery-boundary record) add to the time to first token.
+func BenchmarkKeyedTTFT(b *testing.B) {
+	b.Run("unkeyed/memory", func(b *testing.B) {
+		benchStream(b, newEnv(b, envOptions{replicas: 1}).srv.URL, 16)
+	})
+	b.Run("keyed/sqlite", func(b *testing.B) {
+		e := newEnv(b, envOptions{replicas: 1, config: func(c *config.Config) { c.Store = "sqlite:" + b.TempDir() + "/bench.db" }})
+		benchStreamKeyed(b, e.srv.URL, 16, true)
+	})
+	b.Run("keyed/postgres", func(b *testing.B) {
+		dsn := pgtest.Schema(b)
+		e := newEnv(b, envOptions{replicas: 1, config: func(c *config.Config) { c.Store = dsn }})
+		benchStreamKeyed(b, e.srv.URL, 16, true)
+	})
 }

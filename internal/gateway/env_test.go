@@ -67,6 +67,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.config != nil {
 		o.config(cfg)
 	}
+	if o.store != nil {
+		cfg.Store = "memory:" // unused: the given store is
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,23 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: name, StartedAt: now}
 	rn.cur = a
 	rn.attempts = append(rn.attempts, a)
-	rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
+	if rn.keyed {
+		// A keyed request may be taken over by another gateway if this one dies; the new
+		// owner must know every attempt that was started, so that it numbers its own after
+		// them and can tell which replica may still be running one.
+		ctx, cancel := context.WithTimeout(context.Background(), boundaryWriteTimeout)
+		err := rn.s.store.Apply(ctx, []store.Mutation{store.UpsertAttempt{Attempt: a.rec}})
+		cancel()
+		if err != nil {
+			rn.s.log.Warn("attempt not journaled", "request_id", rn.id, "err", err)
+			rn.pending = append(rn.pending, failover.Event{Kind: failover.EvAbort, Reason: "journal_unavailable",
+				Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
+					Message: "the request journal is unavailable, so the attempt was not started: " + err.Error()}})
+			return
+		}
+	} else {
+		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
+	}
 	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	rn.pending = append(rn.pending, failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: name})
 }
