@@ -52,10 +52,12 @@ type Entry struct {
 	Attempt   string
 	Epoch     uint64
 	ExpiresAt time.Time
-	// Revoked is true when a cancel revoked the lease or a newer epoch of
-	// the same logical request superseded it.
+	// Revoked is true when a cancel revoked the lease.
 	Revoked bool
-	Ended   bool
+	// Superseded is true when a newer epoch of the same logical request has
+	// been seen (started or named by a cancel).
+	Superseded bool
+	Ended      bool
 }
 
 func (t *Table) init() {
@@ -174,11 +176,12 @@ func (t *Table) Lookup(attempt string) (Entry, bool) {
 		return Entry{}, false
 	}
 	return Entry{
-		Attempt:   attempt,
-		Epoch:     h.epoch,
-		ExpiresAt: h.expires,
-		Revoked:   h.revoked || t.superseded(attempt, h),
-		Ended:     h.ended,
+		Attempt:    attempt,
+		Epoch:      h.epoch,
+		ExpiresAt:  h.expires,
+		Revoked:    h.revoked,
+		Superseded: t.superseded(attempt, h),
+		Ended:      h.ended,
 	}, true
 }
 

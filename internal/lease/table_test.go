@@ -166,7 +166,7 @@ func TestTableLookupAndExpiresAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, ok := tab.Lookup("req_A.a1")
-	if !ok || e.Epoch != 3 || !e.Revoked || e.Ended {
+	if !ok || e.Epoch != 3 || e.Revoked || !e.Superseded || e.Ended {
 		t.Fatalf("Lookup of superseded lease = %+v, %v", e, ok)
 	}
 	if tab.Len() != 2 {

@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/lease"
+)
+
+// Agent is one running agent. Start it with Start; stop it with Close.
+type Agent struct {
+	cfg    Config
+	engine *url.URL
+	log    *slog.Logger
+	url    string
+
+	ln    net.Listener
+	srv   *http.Server
+	proxy *httputil.ReverseProxy // every unfenced request
+	// client carries the scrape, unfenced requests and SGLang aborts. Fenced
+	// data requests never use it: each one dials a connection of its own,
+	// so aborting it closes exactly that connection (see engineConn).
+	client *http.Client
+
+	life     context.Context // ends when Close begins
+	stopLife context.CancelFunc
+	wg       sync.WaitGroup // handlers and the scraper
+
+	load atomic.Pointer[scrapeResult]
+
+	mu        sync.Mutex
+	closed    bool
+	table     lease.Table
+	live      map[string]*attempt    // by attempt id: attempts whose proxy is running
+	ended     map[string]AttemptInfo // recently ended, by attempt id
+	endedFIFO []endedRef             // ended attempts, oldest first, to bound ended
+	changed   chan struct{}          // closed and cleared when an attempt starts or ends
+	lastSweep time.Time
+}
+
+// endedRef names one entry of Agent.ended, for its eviction.
+type endedRef struct {
+	id string
+	at time.Time
+}
+
+// Start listens on cfg.Listen and serves until Close. The engine need not be
+// up yet: the scrape reports it down until it answers.
+func Start(cfg Config) (*Agent, error) {
+	cfg, engine, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("agent: listen on %s: %w", cfg.Listen, err)
+	}
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // bytes pass through as the engine sent them
+	}
+	life, stopLife := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg:      cfg,
+		engine:   engine,
+		log:      cfg.Logger,
+		ln:       ln,
+		client:   &http.Client{Transport: transport},
+		life:     life,
+		stopLife: stopLife,
+		live:     make(map[string]*attempt),
+		ended:    make(map[string]AttemptInfo),
+	}
+	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
+	a.proxy = a.newPassthrough(transport)
+	a.srv = &http.Server{
+		Handler:           a.tracked(a.routes()),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	if cfg.Secret == "" {
+		a.log.Warn("no agent secret configured: control calls are accepted from loopback clients only")
+	}
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		_ = a.srv.Serve(ln) // returns when Close closes the listener
+	}()
+	go a.scrapeLoop()
+	return a, nil
+}
+
+// loopbackURLHost turns a bound address into a host:port a client can dial:
+// an unspecified address (":8101") is reached on 127.0.0.1.
+func loopbackURLHost(addr *net.TCPAddr) string {
+	ip := addr.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(addr.Port))
+}
+
+// URL returns the agent's base URL, "http://127.0.0.1:PORT".
+func (a *Agent) URL() string { return a.url }
+
+// routes builds the agent's HTTP surface (see the package comment).
+func (a *Agent) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", a.serveData)
+	mux.HandleFunc("POST /v1/completions", a.serveData)
+	mux.Handle("POST "+PathRenew, a.control(a.serveRenew))
+	mux.Handle("POST "+PathCancel, a.control(a.serveCancel))
+	mux.Handle("GET "+PathAttempts, a.control(a.serveAttempts))
+	mux.HandleFunc("/fencegate/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no agent endpoint "+r.Method+" "+r.URL.Path)
+	})
+	mux.Handle("/", a.proxy)
+	return mux
+}
+
+// tracked makes Close wait for running handlers. A request arriving once
+// Close has begun gets 503.
+func (a *Agent) tracked(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		if a.closed {
+			a.mu.Unlock()
+			writeError(w, http.StatusServiceUnavailable, "agent_closing", "the agent is shutting down")
+			return
+		}
+		a.wg.Add(1)
+		a.mu.Unlock()
+		defer a.wg.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// errAgentClosed is the cause given to attempts aborted by Close.
+var errAgentClosed = errors.New("agent: closed")
+
+// Close stops listening, aborts every live attempt (closing its engine
+// connection), and returns once every handler and background goroutine has
+// exited.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	live := make([]*attempt, 0, len(a.live))
+	for _, at := range a.live {
+		live = append(live, at)
+	}
+	a.mu.Unlock()
+
+	a.stopLife()
+	err := a.srv.Close() // closes the listener and every downstream connection
+	for _, at := range live {
+		a.abort(at, errAgentClosed)
+	}
+	a.wg.Wait()
+	a.client.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("agent: closing the server: %w", err)
+	}
+	return nil
+}

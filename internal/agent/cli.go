@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Main runs the agent as a process, for `fencegate agent`: it parses args,
+// serves until SIGINT or SIGTERM, then closes. It prints one line with the
+// agent's URL once it is listening; the log goes to stderr.
+func Main(args []string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args, stdout, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+}
+
+// run is Main with the stop signal as a context and the logger given, so
+// tests can drive it.
+func run(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cfg, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	a, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fencegate agent for %s engine %s listening at %s\n", cfg.EngineKind, cfg.Engine, a.URL())
+	<-ctx.Done()
+	return a.Close()
+}
+
+// parseFlags turns command-line flags into a Config.
+func parseFlags(args []string, out io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var cfg Config
+	var secretFile string
+	fingerprint := fingerprintFlag{}
+	fs.StringVar(&cfg.Engine, "engine", "", "engine base URL, e.g. http://127.0.0.1:8000 (required)")
+	fs.StringVar(&cfg.Listen, "listen", defaultListen, "address to listen on")
+	fs.StringVar(&secretFile, "secret-file", "", "file holding the secret control calls must send as "+HeaderAgentKey)
+	fs.StringVar(&cfg.EngineKind, "engine-kind", KindGeneric, "generic, vllm or sglang")
+	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
+	fs.DurationVar(&cfg.ScrapeEvery, "scrape-every", defaultScrapeEvery, "interval of the engine /metrics scrape")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+	}
+	if cfg.Engine == "" {
+		return cfg, fmt.Errorf("agent: --engine is required")
+	}
+	if secretFile != "" {
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return cfg, fmt.Errorf("agent: reading --secret-file: %w", err)
+		}
+		cfg.Secret = strings.TrimSpace(string(b))
+		if cfg.Secret == "" {
+			return cfg, fmt.Errorf("agent: --secret-file %s is empty", secretFile)
+		}
+	}
+	if len(fingerprint) > 0 {
+		cfg.Fingerprint = fingerprint
+	}
+	return cfg, nil
+}
+
+// fingerprintFlag collects repeated --fingerprint key=value flags.
+type fingerprintFlag map[string]string
+
+func (f fingerprintFlag) String() string {
+	pairs := make([]string, 0, len(f))
+	for k, v := range f {
+		pairs = append(pairs, k+"="+v)
+	}
+	return strings.Join(pairs, ",")
+}
+
+func (f fingerprintFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	f[k] = v
+	return nil
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"time"
+)
+
+// Engine kinds. The kind decides only what the agent adds on top of closing
+// the engine connection when it aborts a request, and which metric names it
+// expects; every kind is proxied the same way.
+const (
+	KindGeneric = "generic" // any OpenAI-compatible server
+	KindVLLM    = "vllm"    // vLLM: aborts a request when its connection closes
+	KindSGLang  = "sglang"  // SGLang: also told through POST /abort_request, by rid
+)
+
+// Config describes one agent. Zero fields get the defaults in their comments.
+type Config struct {
+	// Engine is the engine's base URL, e.g. "http://127.0.0.1:8000". Required.
+	Engine string
+	// Listen is the address to listen on; default "127.0.0.1:8101".
+	Listen string
+	// Secret, when set, must be sent as X-Fencegate-Agent-Key on control
+	// calls. When empty, control calls are accepted from loopback only.
+	Secret string
+	// EngineKind is KindGeneric (default), KindVLLM or KindSGLang.
+	EngineKind string
+	// Fingerprint labels reported in renew replies; they override labels of
+	// the same name scraped from the engine's vllm:cache_config_info.
+	Fingerprint map[string]string
+	// Now is the clock leases are measured with; default time.Now.
+	Now func() time.Time
+	// ScrapeEvery is the interval of the engine /metrics scrape; default 500ms.
+	ScrapeEvery time.Duration
+	// CancelWait bounds how long a cancel waits for the engine request to
+	// end before replying 504; default 10s.
+	CancelWait time.Duration
+	// Logger receives the agent's log; default discards.
+	Logger *slog.Logger
+}
+
+const (
+	defaultListen      = "127.0.0.1:8101"
+	defaultScrapeEvery = 500 * time.Millisecond
+	defaultCancelWait  = 10 * time.Second
+
+	// maxRequestBody bounds a data request's body; engines refuse far less.
+	maxRequestBody = 32 << 20
+	// maxWholeResponse bounds a non-stream response, which is held in full
+	// until the lease check before it is written.
+	maxWholeResponse = 64 << 20
+	// maxControlBody bounds a control call's body; a renewal of 10,000
+	// leases is well under it.
+	maxControlBody = 4 << 20
+
+	// sweepEvery and leaseRetain pace the forgetting of ended leases:
+	// an ended attempt keeps answering "ended" and its epoch keeps refusing
+	// a delayed data request for leaseRetain after its lease expired.
+	sweepEvery  = 30 * time.Second
+	leaseRetain = 10 * time.Minute
+	// maxEndedInfos bounds the recently ended attempts kept for listings.
+	maxEndedInfos = 1024
+	// abortRequestTimeout bounds the SGLang /abort_request call.
+	abortRequestTimeout = 2 * time.Second
+)
+
+// withDefaults returns a copy of c with defaults filled in and the engine URL
+// parsed, or an error naming the first field that cannot be used.
+func (c Config) withDefaults() (Config, *url.URL, error) {
+	if c.Engine == "" {
+		return c, nil, fmt.Errorf("agent: Config.Engine is required")
+	}
+	engine, err := url.Parse(c.Engine)
+	if err != nil {
+		return c, nil, fmt.Errorf("agent: Config.Engine %q: %w", c.Engine, err)
+	}
+	if (engine.Scheme != "http" && engine.Scheme != "https") || engine.Host == "" {
+		return c, nil, fmt.Errorf("agent: Config.Engine %q must be an http:// or https:// URL with a host", c.Engine)
+	}
+	if c.Listen == "" {
+		c.Listen = defaultListen
+	}
+	switch c.EngineKind {
+	case "":
+		c.EngineKind = KindGeneric
+	case KindGeneric, KindVLLM, KindSGLang:
+	default:
+		return c, nil, fmt.Errorf("agent: Config.EngineKind %q is not one of generic, vllm, sglang", c.EngineKind)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	switch {
+	case c.ScrapeEvery < 0:
+		return c, nil, fmt.Errorf("agent: Config.ScrapeEvery is negative (%v)", c.ScrapeEvery)
+	case c.ScrapeEvery == 0:
+		c.ScrapeEvery = defaultScrapeEvery
+	}
+	switch {
+	case c.CancelWait < 0:
+		return c, nil, fmt.Errorf("agent: Config.CancelWait is negative (%v)", c.CancelWait)
+	case c.CancelWait == 0:
+		c.CancelWait = defaultCancelWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c, engine, nil
+}

@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/fencegate/fencegate/internal/sse"
+)
+
+// relayBufSize is the size of one read from the engine and of the batch
+// written downstream per read.
+const relayBufSize = 32 << 10
+
+var relayBufs = sync.Pool{New: func() any {
+	b := make([]byte, relayBufSize)
+	return &b
+}}
+
+// isEventStream reports whether a response is server-sent events.
+func isEventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
+}
+
+// relayEvents forwards a stream event by event, each exactly as the engine
+// wrote it, checking the lease before each one. The events that one read from
+// the engine made available are written and flushed together.
+func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *http.Response) (reason string, broken bool) {
+	if !a.mayPublish(at) {
+		return EndLeaseExpired, true
+	}
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	if err := at.rc.Flush(); err != nil {
+		return EndClientGone, true
+	}
+	readp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(readp)
+	outp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(outp)
+	read, out := *readp, (*outp)[:0]
+	var dec sse.Decoder
+	for {
+		n, rerr := resp.Body.Read(read)
+		if n > 0 {
+			dec.Append(read[:n])
+			out = out[:0]
+			events := 0
+			lost := false
+			for {
+				ev, ok := dec.Next()
+				if !ok {
+					break
+				}
+				if !a.mayPublish(at) {
+					lost = true
+					break
+				}
+				out = append(out, ev.Raw...)
+				events++
+			}
+			if len(out) > 0 {
+				if err := writeBatch(w, at, out, events); err != nil {
+					return EndClientGone, true
+				}
+			}
+			switch {
+			case lost:
+				return EndLeaseExpired, true
+			case dec.Err() != nil:
+				return EndEngineError, true // an event too large to hold: the stream cannot continue
+			}
+		}
+		switch {
+		case rerr == io.EOF && dec.Buffered() == 0:
+			return EndFinished, false
+		case rerr == io.EOF:
+			return EndEngineError, true // the engine stopped in the middle of an event
+		case rerr != nil && at.ctx.Err() != nil:
+			return EndClientGone, true // or aborted: reasonFor tells from the cause
+		case rerr != nil:
+			return EndEngineError, true
+		}
+	}
+}
+
+// writeBatch writes events downstream and flushes them.
+func writeBatch(w http.ResponseWriter, at *attempt, batch []byte, events int) error {
+	if _, err := w.Write(batch); err != nil {
+		return err
+	}
+	if err := at.rc.Flush(); err != nil {
+		return err
+	}
+	at.events.Add(int64(events))
+	at.bytes.Add(int64(len(batch)))
+	return nil
+}
+
+// relayWhole forwards a response that is not a stream (a non-stream answer,
+// or any error status): it is read in full, then the lease is checked, then it
+// is written. An answer whose lease ran out while the engine computed it is
+// never delivered.
+func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *http.Response) (reason string, broken bool) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeResponse+1))
+	if err != nil {
+		if at.ctx.Err() != nil {
+			return EndClientGone, true
+		}
+		return EndEngineError, true
+	}
+	if !a.mayPublish(at) {
+		return EndLeaseExpired, true
+	}
+	if len(body) > maxWholeResponse {
+		writeError(w, http.StatusBadGateway, "engine_response_too_large",
+			"the engine's response is larger than "+strconv.Itoa(maxWholeResponse)+" bytes")
+		return EndEngineError, false
+	}
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	if _, err := w.Write(body); err != nil {
+		return EndClientGone, true
+	}
+	at.events.Add(1)
+	at.bytes.Add(int64(len(body)))
+	return EndFinished, false
+}
