@@ -20,7 +20,7 @@ func (g *generation) fire(point faultPoint, k int) bool {
 			g.slow *= f.factor
 			continue
 		}
-		if g.ctx.Err() != nil {
+		if g.ctx.Err() != nil || replicaDown(g.ctx) {
 			// The replica or the client is already gone: a crash fault of a
 			// request from before a restart must not kill the new life.
 			g.endByContext()
@@ -59,6 +59,10 @@ func (g *generation) reset() {
 // "crashed" first).
 func (g *generation) hang() {
 	<-g.ctx.Done()
+	if replicaDown(g.ctx) {
+		g.endByContext()
+		return
+	}
 	g.s.book.end(g.rec, OutcomeHung)
 }
 

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -301,7 +300,7 @@ func (g *generation) holdBlocks(tokens int) {
 // client went away).
 func (g *generation) endByContext() {
 	outcome := OutcomeCancelled
-	if cause := context.Cause(g.ctx); errors.Is(cause, errCrashed) || errors.Is(cause, errClosed) {
+	if replicaDown(g.ctx) {
 		outcome = OutcomeCrashed
 	}
 	if g.s.book.end(g.rec, outcome) && outcome == OutcomeCancelled {

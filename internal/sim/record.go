@@ -134,22 +134,25 @@ func (b *recordBook) snapshot() []Record {
 }
 
 // wait blocks until some record satisfies match, re-evaluating on every
-// change, and returns a copy of the first (oldest) such record.
+// change, and returns a copy of the first (oldest) such record. match runs
+// on copies, outside the book's lock, so it may call back into the server.
 func (b *recordBook) wait(ctx context.Context, match func(Record) bool) (Record, error) {
 	for {
 		b.mu.Lock()
-		for _, r := range b.records {
-			if match(*r) {
-				found := *r
-				b.mu.Unlock()
-				return found, nil
-			}
+		records := make([]Record, len(b.records))
+		for i, r := range b.records {
+			records[i] = *r
 		}
 		if b.changed == nil {
 			b.changed = make(chan struct{})
 		}
-		changed := b.changed
+		changed := b.changed // taken with the copies, so no change is missed
 		b.mu.Unlock()
+		for _, r := range records {
+			if match(r) {
+				return r, nil
+			}
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():

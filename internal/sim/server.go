@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,19 @@ type life struct {
 	ln     net.Listener
 	http   *http.Server
 	conns  *connSet
+	ended  atomic.Bool // set first thing when the period ends
+}
+
+// lifeKey finds a request's listening period in its context.
+type lifeKey struct{}
+
+// replicaDown reports whether the listening period that accepted the
+// request of ctx has ended. It is true from the first instant of a crash,
+// before the request's context is cancelled, so a handler whose write fails
+// in that instant knows it was the replica, not the client, that went away.
+func replicaDown(ctx context.Context) bool {
+	l, _ := ctx.Value(lifeKey{}).(*life)
+	return l != nil && l.ended.Load()
 }
 
 // Start listens on cfg.Addr and serves in background goroutines until Close.
@@ -96,32 +110,37 @@ func (s *Server) listenLocked(addr string) error {
 	if err != nil {
 		return fmt.Errorf("sim: listen on %s: %w", addr, err)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	conns := newConnSet()
+	l := &life{ln: ln, conns: newConnSet()}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.ctx = context.WithValue(l.ctx, lifeKey{}, l)
 	srv := &http.Server{
 		Handler:           s.handler,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return l.ctx },
 		ReadHeaderTimeout: time.Minute,
 	}
-	s.life = &life{ctx: ctx, cancel: cancel, ln: ln, http: srv, conns: conns}
+	l.http = srv
+	s.life = l
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = srv.Serve(&trackingListener{Listener: ln, set: conns}) // ends when ln is closed
+		_ = srv.Serve(&trackingListener{Listener: ln, set: l.conns}) // ends when ln is closed
 	}()
 	s.notifyUpLocked()
 	return nil
 }
 
-// endLifeLocked ends the current listening period: request contexts are
-// cancelled with cause, the listener is closed so new connections are
-// refused, and every open connection is reset. The caller holds s.mu.
+// endLifeLocked ends the current listening period: the listener is closed
+// so new connections are refused, every open connection is reset, and only
+// then are request contexts cancelled with cause. In that order a handler
+// woken by the cancel finds its connection already dead and cannot end its
+// response cleanly. The caller holds s.mu.
 func (s *Server) endLifeLocked(cause error) {
 	l := s.life
 	s.life = nil
-	l.cancel(cause)
+	l.ended.Store(true)
 	_ = l.ln.Close() // Serve returns; its error is the expected "use of closed connection"
 	l.conns.resetAll()
+	l.cancel(cause)
 	_ = l.http.Close() // drops net/http's bookkeeping; the connections are already gone
 	s.notifyUpLocked()
 }

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPrefixCacheHitsOnRepeatedPrompt(t *testing.T) {
+	s := startSim(t, Config{})
+	c := newClient(t)
+	words := strings.Repeat("lorem ipsum dolor sit amet ", 20) // 100 tokens
+	send := func(content string) Record {
+		postJSON(t, c, s.URL()+"/v1/chat/completions", jsonBody(t, chatRequest(content, map[string]any{"max_tokens": 1})), nil)
+		n := len(s.Records())
+		return waitRecord(t, s, func(r Record) bool { return ended(r) && r.ID == s.Records()[n-1].ID })
+	}
+	first := send(words)
+	if first.PromptTokens != 105 || first.CachedTokens != 0 {
+		t.Fatalf("first request: %+v", first)
+	}
+	// The whole prompt is known, but the last token is always computed:
+	// full blocks within the first 104 tokens hit, 6 blocks of 16.
+	second := send(words)
+	if second.CachedTokens != 96 {
+		t.Errorf("repeated prompt: %d cached tokens, want 96", second.CachedTokens)
+	}
+	// A prompt that shares only its first 40 tokens hits the 2 full blocks
+	// within them; block hashes are chained, so nothing after the first
+	// difference can hit.
+	other := send(strings.Repeat("lorem ipsum dolor sit amet ", 7) + strings.Repeat("x ", 80))
+	if other.CachedTokens != 32 {
+		t.Errorf("shared prefix: %d cached tokens, want 32", other.CachedTokens)
+	}
+	m := scrape(t, s)
+	if got := metricValue(t, m, "vllm:prefix_cache_hits_total", `model_name="sim-model"`); got != 128 {
+		t.Errorf("prefix_cache_hits = %v, want 128", got)
+	}
+	if got := metricValue(t, m, "vllm:prefix_cache_queries_total"); got != float64(105+105+other.PromptTokens) {
+		t.Errorf("prefix_cache_queries = %v", got)
+	}
+
+	s.Crash() // a restarted engine has a cold cache
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if again := send(words); again.CachedTokens != 0 {
+		t.Errorf("after a crash: %d cached tokens, want 0", again.CachedTokens)
+	}
+}
+
+func TestPrefixCacheNextChatTurnHitsAnswer(t *testing.T) {
+	cache := newPrefixCache(16, 1024)
+	turn1 := RenderChat([]Message{{Role: "user", Content: strings.Repeat("hello world ", 10)}})
+	answer := Tokens("sim", 0, turn1, 30)
+	ids := tokenIDs(turn1)
+	for _, w := range answer {
+		ids = append(ids, pieceID(strings.TrimSpace(w)))
+	}
+	cache.insert(ids) // what a finished request caches: prompt and answer
+	turn2 := RenderChat([]Message{
+		{Role: "user", Content: strings.Repeat("hello world ", 10)},
+		{Role: "assistant", Content: strings.Join(answer, "")},
+		{Role: "user", Content: "and then?"},
+	})
+	want := len(ids) / 16 * 16
+	if got := cache.lookup(tokenIDs(turn2)); got != want {
+		t.Errorf("second turn: %d cached tokens, want %d (all full blocks of turn one and its answer)", got, want)
+	}
+}
+
+func TestPrefixCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	cache := newPrefixCache(2, 2) // room for two blocks
+	a := []uint32{1, 2, 3}        // one full block (the last token never hits)
+	b := []uint32{5, 6, 7}
+	c := []uint32{9, 9, 9}
+	cache.insert(a)
+	cache.insert(b)
+	cache.lookup(a) // a is now more recent than b
+	cache.insert(c) // evicts b
+	if cache.lookup(a) != 2 || cache.lookup(b) != 0 || cache.lookup(c) != 2 {
+		t.Errorf("hits a=%d b=%d c=%d, want 2 0 2", cache.lookup(a), cache.lookup(b), cache.lookup(c))
+	}
+}
