@@ -1,6 +1,32 @@
 package balance
 
-import "time"
+import (
+	"hash/fnv"
+	"maps"
+	"time"
+)
+
+// Limits are the pool's load limits.
+type Limits struct {
+	// MaxOutstanding bounds this gateway's attempts in flight on one replica (0: no bound).
+	MaxOutstanding int
+	// MaxQueue: a replica whose engine reports this many waiting requests gets no new work
+	// (0: no bound). Reports older than StaleAfter are ignored.
+	MaxQueue   int
+	StaleAfter time.Duration
+	// AffinityBound: prefix affinity keeps a request on its preferred replica only while
+	// that replica's load is at most AffinityBound times the least load plus one (bounded
+	// load, so affinity never piles work on one replica). 0 disables affinity.
+	AffinityBound float64
+}
+
+func (l Limits) full(r *Replica, now time.Time) bool {
+	if l.MaxOutstanding > 0 && r.Outstanding >= l.MaxOutstanding {
+		return true
+	}
+	fresh := l.StaleAfter <= 0 || now.Sub(r.Load.At) <= l.StaleAfter
+	return l.MaxQueue > 0 && fresh && !r.Load.At.IsZero() && r.Load.Waiting >= l.MaxQueue
+}
 
 // Pool is the set of replicas serving one model.
 type Pool struct {
@@ -8,24 +34,90 @@ type Pool struct {
 	Replicas []*Replica
 	// Cooldown is how long a dial failure keeps a replica out of rotation.
 	Cooldown time.Duration
+	Limits   Limits
 }
 
-// Pick chooses the replica for an attempt: among available replicas not excluded, the least
-// outstanding in the lowest priority tier that has one, so a higher tier serves only when
-// every lower tier is down, busy with this request's earlier attempts, or excluded. It
-// returns nil when none fits.
-func (p *Pool) Pick(now time.Time, exclude func(name string) bool) *Replica {
-	var best *Replica
+// Choice is the answer of Pick.
+type Choice struct {
+	Replica *Replica
+	// Shed is true when replicas exist that could serve but all are at their load limits:
+	// the caller answers 429 with Retry-After instead of queueing without bound.
+	Shed bool
+}
+
+// Pick chooses the replica for an attempt. Among replicas that are available and not
+// excluded, it keeps the lowest priority tier that has one (a higher tier serves only when
+// every lower tier is down, full or excluded); within it, when affinityKey is not zero, the
+// replica that rendezvous hashing prefers for that key while its load is within the bound,
+// otherwise the least loaded.
+func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint64) Choice {
+	var cands []*Replica
+	shed := false
 	for _, r := range p.Replicas {
-		if !r.Available(now) || (exclude != nil && exclude(r.Name)) {
+		if exclude != nil && exclude(r) {
 			continue
 		}
-		if best == nil || r.Priority < best.Priority ||
-			(r.Priority == best.Priority && r.Outstanding < best.Outstanding) {
-			best = r
+		switch r.StateAt(now, p.Limits) {
+		case Healthy:
+			cands = append(cands, r)
+		case Overloaded:
+			shed = true
 		}
 	}
-	return best
+	if len(cands) == 0 {
+		return Choice{Shed: shed}
+	}
+	tier := cands[0].Priority
+	for _, r := range cands {
+		tier = min(tier, r.Priority)
+	}
+	var best, affine *Replica
+	var affineWeight uint64
+	for _, r := range cands {
+		if r.Priority != tier {
+			continue
+		}
+		if best == nil || r.score() < best.score() {
+			best = r
+		}
+		if affinityKey != 0 {
+			if w := rendezvous(affinityKey, r.Name); affine == nil || w > affineWeight {
+				affine, affineWeight = r, w
+			}
+		}
+	}
+	if affine != nil && p.Limits.AffinityBound > 0 &&
+		float64(affine.score()) <= p.Limits.AffinityBound*float64(best.score()+1) {
+		return Choice{Replica: affine}
+	}
+	return Choice{Replica: best}
+}
+
+// rendezvous is the highest-random-weight hash of (key, replica): every gateway prefers the
+// same replica for a key, and removing a replica moves only its own keys.
+func rendezvous(key uint64, name string) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(key >> (8 * i))
+	}
+	h.Write(b[:])
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// AffinityKey hashes the first n bytes of a prompt; prompts shorter than n have no affinity
+// (0), since they have no long prefix worth keeping in one replica's cache.
+func AffinityKey(prompt string, n int) uint64 {
+	if n <= 0 || len(prompt) < n {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(prompt[:n]))
+	if k := h.Sum64(); k != 0 {
+		return k
+	}
+	return 1
 }
 
 // MarkDialFailed takes r out of rotation for the cooldown: the process is not listening.
@@ -40,17 +132,45 @@ func (p *Pool) MarkDead(r *Replica, now time.Time, d time.Duration, reason strin
 	r.lastReason = reason
 }
 
+// MarkOverloaded keeps new work off r until until (an engine 429/503, with its Retry-After).
+func (p *Pool) MarkOverloaded(r *Replica, until time.Time, reason string) {
+	r.overloadedUntil = until
+	r.lastReason = reason
+}
+
+// SetDraining starts or ends draining: no new work, running streams finish.
+func (p *Pool) SetDraining(r *Replica, on bool, reason string) {
+	r.draining = on
+	r.lastReason = reason
+	if on {
+		return
+	}
+	r.deadUntil = time.Time{}
+}
+
 // ProbeResult records an active health probe. A success clears a dial-failure cooldown:
 // the replica is back.
 func (p *Pool) ProbeResult(r *Replica, ok bool, reason string) {
 	r.probeFailed = !ok
 	if ok {
 		r.deadUntil = time.Time{}
-		r.lastReason = ""
+		if !r.draining {
+			r.lastReason = ""
+		}
 	} else {
 		r.lastReason = reason
 	}
 }
+
+// ReportLoad records what the engine says of its load.
+func (p *Pool) ReportLoad(r *Replica, l Load) { r.Load = l }
+
+// SetIncompatible keeps r out of the pool while reason is not empty (its engine's
+// fingerprint differs from the configuration).
+func (p *Pool) SetIncompatible(r *Replica, reason string) { r.incompatible = reason }
+
+// Compatible reports whether a rerun may move from a to b: equal fingerprints.
+func Compatible(a, b *Replica) bool { return maps.Equal(a.Fingerprint, b.Fingerprint) }
 
 // Find returns the replica named name, or nil.
 func (p *Pool) Find(name string) *Replica {
@@ -60,14 +180,4 @@ func (p *Pool) Find(name string) *Replica {
 		}
 	}
 	return nil
-}
-
-// AnyAvailable reports whether some replica may receive new work.
-func (p *Pool) AnyAvailable(now time.Time) bool {
-	for _, r := range p.Replicas {
-		if r.Available(now) {
-			return true
-		}
-	}
-	return false
 }

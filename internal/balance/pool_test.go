@@ -11,46 +11,115 @@ func pool() *Pool {
 	}}
 }
 
-func TestPickLeastOutstandingLowestTier(t *testing.T) {
-	p, now := pool(), time.Unix(1000, 0)
-	p.Replicas[0].Outstanding = 3
-	p.Replicas[1].Outstanding = 1
-	p.Replicas[2].Outstanding = 0
-	if r := p.Pick(now, nil); r.Name != "b" {
-		t.Fatalf("picked %s, want b (least outstanding in tier 0; the idle backup is tier 1)", r.Name)
-	}
-	if r := p.Pick(now, func(n string) bool { return n == "b" }); r.Name != "a" {
-		t.Fatalf("picked %s, want a", r.Name)
-	}
-	if r := p.Pick(now, func(n string) bool { return n != "backup" }); r.Name != "backup" {
-		t.Fatalf("picked %v, want the backup tier once tier 0 is excluded", r)
-	}
-	if r := p.Pick(now, func(string) bool { return true }); r != nil {
-		t.Fatalf("picked %s with everything excluded", r.Name)
+func names(exclude ...string) func(*Replica) bool {
+	return func(r *Replica) bool {
+		for _, n := range exclude {
+			if r.Name == n {
+				return true
+			}
+		}
+		return false
 	}
 }
 
-func TestDialFailureCooldownAndProbe(t *testing.T) {
+func TestPickLeastLoadedLowestTier(t *testing.T) {
+	p, now := pool(), time.Unix(1000, 0)
+	p.Replicas[0].Outstanding = 3
+	p.Replicas[1].Outstanding = 1
+	if r := p.Pick(now, nil, 0).Replica; r.Name != "b" {
+		t.Fatalf("picked %s, want b (least outstanding in tier 0; the idle backup is tier 1)", r.Name)
+	}
+	// The engine's queue counts: b reports a deep queue (another gateway's work).
+	p.Replicas[1].Load = Load{Running: 4, Waiting: 5, At: now}
+	if r := p.Pick(now, nil, 0).Replica; r.Name != "a" {
+		t.Fatalf("picked %s, want a (b's engine queue is deep)", r.Name)
+	}
+	if r := p.Pick(now, names("a", "b"), 0).Replica; r.Name != "backup" {
+		t.Fatalf("picked %v, want the backup tier once tier 0 is excluded", r)
+	}
+	if c := p.Pick(now, names("a", "b", "backup"), 0); c.Replica != nil || c.Shed {
+		t.Fatalf("picked %+v with everything excluded", c)
+	}
+}
+
+func TestLimitsShed(t *testing.T) {
+	p, now := pool(), time.Unix(1000, 0)
+	p.Limits = Limits{MaxOutstanding: 2, MaxQueue: 3, StaleAfter: 5 * time.Second}
+	p.Replicas[0].Outstanding = 2
+	p.Replicas[1].Load = Load{Waiting: 3, At: now}
+	p.Replicas[2].Outstanding = 2
+	c := p.Pick(now, nil, 0)
+	if c.Replica != nil || !c.Shed {
+		t.Fatalf("every replica at its limit: got %+v, want shed", c)
+	}
+	// A stale queue report is ignored.
+	if c := p.Pick(now.Add(6*time.Second), nil, 0); c.Replica == nil || c.Replica.Name != "b" {
+		t.Fatalf("stale load still counted: %+v", c)
+	}
+	p.MarkOverloaded(p.Replicas[1], now.Add(2*time.Second), "engine 429")
+	if st := p.Replicas[1].StateAt(now.Add(time.Second), Limits{}); st != Overloaded {
+		t.Fatalf("state %v after an engine 429", st)
+	}
+}
+
+func TestAffinityIsBoundedByLoad(t *testing.T) {
+	p, now := pool(), time.Unix(1000, 0)
+	p.Limits.AffinityBound = 2
+	key := AffinityKey("a long shared system prompt that many requests begin with.......", 32)
+	first := p.Pick(now, nil, key).Replica
+	for i := 0; i < 10; i++ {
+		if r := p.Pick(now, nil, key).Replica; r != first {
+			t.Fatalf("affinity moved from %s to %s with no load", first.Name, r.Name)
+		}
+	}
+	// Load the preferred replica beyond the bound: the request spills to the other.
+	first.Outstanding = 5
+	if r := p.Pick(now, nil, key).Replica; r == first {
+		t.Fatalf("affinity kept %s at load %d", r.Name, first.score())
+	}
+	if AffinityKey("short", 32) != 0 {
+		t.Fatal("a short prompt has no affinity")
+	}
+}
+
+func TestStatesAndProbe(t *testing.T) {
 	p, now := pool(), time.Unix(1000, 0)
 	a := p.Find("a")
 	p.MarkDialFailed(a, now, "connection refused")
-	if a.StateAt(now) != Dead || a.Available(now.Add(9*time.Second)) {
+	if a.StateAt(now, p.Limits) != Dead || a.StateAt(now.Add(9*time.Second), p.Limits) == Healthy {
 		t.Fatal("a replica whose dial failed must stay out for the cooldown")
 	}
-	if !a.Available(now.Add(10 * time.Second)) {
+	if a.StateAt(now.Add(10*time.Second), p.Limits) != Healthy {
 		t.Fatal("the cooldown must end")
 	}
+	p.MarkDialFailed(a, now, "connection refused")
 	p.ProbeResult(a, true, "")
-	if !a.Available(now) {
+	if a.StateAt(now, p.Limits) != Healthy {
 		t.Fatal("a successful probe must bring the replica back at once")
 	}
 	p.ProbeResult(a, false, "probe: 500")
-	if a.StateAt(now) != Unhealthy || a.Reason() != "probe: 500" || p.Pick(now, func(n string) bool { return n == "b" }).Name != "backup" {
+	if a.StateAt(now, p.Limits) != Unhealthy || a.Reason() != "probe: 500" {
 		t.Fatal("a failed probe must take the replica out")
 	}
-	p.MarkDead(p.Find("b"), now, time.Minute, "orchestrator")
-	p.MarkDead(p.Find("backup"), now, time.Minute, "orchestrator")
-	if p.AnyAvailable(now) {
-		t.Fatal("no replica should be available")
+	b := p.Find("b")
+	p.SetDraining(b, true, "operator")
+	if b.StateAt(now, p.Limits) != Draining {
+		t.Fatal("draining")
+	}
+	p.SetIncompatible(p.Find("backup"), "block_size: configured 16, engine reports 32")
+	if s := p.Find("backup").StateAt(now, p.Limits); s != Incompatible || p.Find("backup").Reason() == "" {
+		t.Fatalf("state %v", s)
+	}
+	if c := p.Pick(now, nil, 0); c.Replica != nil {
+		t.Fatalf("picked %s", c.Replica.Name)
+	}
+}
+
+func TestCompatible(t *testing.T) {
+	x := &Replica{Fingerprint: map[string]string{"revision": "r1", "block_size": "16"}}
+	y := &Replica{Fingerprint: map[string]string{"revision": "r1", "block_size": "16"}}
+	z := &Replica{Fingerprint: map[string]string{"revision": "r2", "block_size": "16"}}
+	if !Compatible(x, y) || Compatible(x, z) || Compatible(x, &Replica{}) {
+		t.Fatal("fingerprint equality")
 	}
 }

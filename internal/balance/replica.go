@@ -7,23 +7,37 @@ type State uint8
 
 const (
 	Healthy State = iota
-	// Dead: a dial failed or the replica was reported gone; no new work until DeadUntil
+	// Dead: a dial failed or the replica was declared gone; no new work until DeadUntil
 	// passes or a probe succeeds.
 	Dead
 	// Unhealthy: the last active probe failed (the replica may still be finishing streams).
 	Unhealthy
+	// Overloaded: the engine rejected work (429/503) recently, or its queue is at the limit.
+	// It gets no new work, but it is not failed over: its streams go on.
+	Overloaded
+	// Draining: an operator asked for no new work; running streams finish.
+	Draining
+	// Incompatible: the engine's fingerprint does not match the configuration.
+	Incompatible
 )
 
+var stateNames = [...]string{Healthy: "healthy", Dead: "dead", Unhealthy: "unhealthy", Overloaded: "overloaded",
+	Draining: "draining", Incompatible: "incompatible"}
+
 func (s State) String() string {
-	switch s {
-	case Healthy:
-		return "healthy"
-	case Dead:
-		return "dead"
-	case Unhealthy:
-		return "unhealthy"
+	if int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return "unknown"
+}
+
+// Load is what the engine last reported of itself (scraped metrics or an agent heartbeat).
+type Load struct {
+	Running int
+	Waiting int
+	// KVUsage is the fraction of the KV cache in use, 0..1.
+	KVUsage float64
+	At      time.Time
 }
 
 // Replica is one member of a pool.
@@ -31,27 +45,51 @@ type Replica struct {
 	Name     string
 	URL      string
 	Priority int
+	// Fingerprint is what makes two replicas' outputs interchangeable (weights revision,
+	// quantization, tokenizer, chat template, KV dtype, parallelism, block size, LoRA
+	// adapters). A rerun goes only to a replica with an equal fingerprint.
+	Fingerprint map[string]string
 
-	// Outstanding is the number of attempts in flight on this replica.
+	// Outstanding is the number of attempts this gateway has in flight on the replica.
 	Outstanding int
-	deadUntil   time.Time
-	probeFailed bool
-	lastReason  string
+	Load        Load
+
+	deadUntil       time.Time
+	overloadedUntil time.Time
+	probeFailed     bool
+	draining        bool
+	incompatible    string
+	lastReason      string
 }
 
-// StateAt reports the replica's state at now.
-func (r *Replica) StateAt(now time.Time) State {
-	if now.Before(r.deadUntil) {
+// StateAt reports the replica's state at now, given the pool's limits.
+func (r *Replica) StateAt(now time.Time, lim Limits) State {
+	switch {
+	case r.incompatible != "":
+		return Incompatible
+	case now.Before(r.deadUntil):
 		return Dead
-	}
-	if r.probeFailed {
+	case r.probeFailed:
 		return Unhealthy
+	case r.draining:
+		return Draining
+	case now.Before(r.overloadedUntil), lim.full(r, now):
+		return Overloaded
 	}
 	return Healthy
 }
 
-// Available reports whether the replica may receive new work at now.
-func (r *Replica) Available(now time.Time) bool { return r.StateAt(now) == Healthy }
+// Reason is why the replica is out of rotation ("" when healthy).
+func (r *Replica) Reason() string {
+	if r.incompatible != "" {
+		return r.incompatible
+	}
+	return r.lastReason
+}
 
-// Reason is the last reason the replica was marked down ("" when healthy).
-func (r *Replica) Reason() string { return r.lastReason }
+// score orders replicas by load, lowest first: what this gateway has in flight or what the
+// engine reports running, whichever is more (other gateways share the engine), plus the
+// engine's queue counted twice, since a queued request waits for all of it.
+func (r *Replica) score() int {
+	return max(r.Outstanding, r.Load.Running+r.Load.Waiting) + r.Load.Waiting
+}

@@ -45,6 +45,25 @@ type Idempotency struct {
 type Model struct {
 	Name     string    `yaml:"name"`
 	Replicas []Replica `yaml:"replicas"`
+	// MaxOutstanding bounds this gateway's requests in flight on one replica (0: none).
+	MaxOutstanding int `yaml:"max_outstanding"`
+	// MaxQueue: a replica whose engine reports this many waiting requests gets no new work.
+	// When every replica is at a limit, new requests get 429 with Retry-After at once instead
+	// of queueing without bound. Default 32; 0 keeps the default, -1 disables.
+	MaxQueue int `yaml:"max_queue"`
+	// Affinity sends requests that share a long prompt prefix to the replica likely to have
+	// it cached, within a load bound.
+	Affinity Affinity `yaml:"affinity"`
+}
+
+// Affinity configures prefix affinity.
+type Affinity struct {
+	// PrefixBytes: prompts at least this long are routed by a hash of their first
+	// PrefixBytes bytes. Default 512; -1 disables affinity.
+	PrefixBytes int `yaml:"prefix_bytes"`
+	// LoadBound: the preferred replica is used while its load is at most LoadBound times
+	// the least loaded replica's (plus one). Default 1.5.
+	LoadBound float64 `yaml:"load_bound"`
 }
 
 // Replica is one inference engine endpoint.
@@ -56,7 +75,20 @@ type Replica struct {
 	// Priority is the replica's tier: lower tiers serve first; a higher tier serves new
 	// requests only when no replica of a lower tier is available (reruns may use any tier).
 	Priority int `yaml:"priority"`
+	// Fingerprint describes what makes this replica's output interchangeable with another's:
+	// keys revision, quantization, tokenizer, chat_template, cache_dtype (KV dtype),
+	// tensor_parallel_size, pipeline_parallel_size, block_size, lora (ordered adapters,
+	// comma-separated). Values the engine also reports (vllm:cache_config_info) are checked
+	// against it; a mismatch keeps the replica out of the pool.
+	Fingerprint map[string]string `yaml:"fingerprint"`
+	// KVCacheDomain names a group of replicas that share a KV cache; their fingerprints
+	// must be identical.
+	KVCacheDomain string `yaml:"kv_cache_domain"`
 }
+
+// FingerprintKeys are the fingerprint keys fencegate knows (others are rejected).
+var FingerprintKeys = []string{"revision", "quantization", "tokenizer", "chat_template", "cache_dtype",
+	"tensor_parallel_size", "pipeline_parallel_size", "block_size", "lora"}
 
 // Policy is the failover policy. See DESIGN §3.
 type Policy struct {
@@ -75,6 +107,17 @@ type Policy struct {
 	Keepalive Duration `yaml:"keepalive"`
 	// RetryBudget bounds pool-wide reruns.
 	RetryBudget RetryBudget `yaml:"retry_budget"`
+	// MaxRerunPrefillTokens: a rerun whose prompt is estimated above this many tokens is
+	// refused up front (rerun_too_expensive). 0: no limit.
+	MaxRerunPrefillTokens int `yaml:"max_rerun_prefill_tokens"`
+	// MaxRerunPrefillTime: the same limit in time, at PrefillTokensPerSecond. 0: no limit.
+	MaxRerunPrefillTime Duration `yaml:"max_rerun_prefill_time"`
+	// PrefillTokensPerSecond is the pool's prefill speed used for MaxRerunPrefillTime.
+	// Default 10000.
+	PrefillTokensPerSecond float64 `yaml:"prefill_tokens_per_second"`
+	// AllowCrossFingerprintRerun lets a rerun go to a replica whose fingerprint differs
+	// from the first attempt's. Off by default: the answer could differ in kind.
+	AllowCrossFingerprintRerun bool `yaml:"allow_cross_fingerprint_rerun"`
 }
 
 // RetryBudget is a token bucket shared by a pool: every request deposits Ratio tokens, time
@@ -98,6 +141,9 @@ type Health struct {
 	DeadCooldown Duration `yaml:"dead_cooldown"`
 	// DialTimeout bounds the TCP connect to a replica. Default 2s.
 	DialTimeout Duration `yaml:"dial_timeout"`
+	// ScrapeEvery is the period of reading each engine's /metrics (load and fingerprint).
+	// Default 1s.
+	ScrapeEvery Duration `yaml:"scrape_every"`
 }
 
 // Limits bounds client input.

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,6 +29,11 @@ const (
 	DefaultRetention         = 24 * time.Hour
 	DefaultOwnerLease        = 10 * time.Second
 	DefaultMaxReplayBytes    = 8 << 20
+	DefaultScrapeEvery       = time.Second
+	DefaultMaxQueue          = 32
+	DefaultAffinityPrefix    = 512
+	DefaultAffinityBound     = 1.5
+	DefaultPrefillRate       = 10000.0
 )
 
 // Validate fills defaults and checks every field; the error names the field at fault.
@@ -120,6 +127,47 @@ func (m *Model) validate(field string) error {
 		if r.Priority < 0 {
 			return fmt.Errorf("%s.priority: %d must be >= 0", f, r.Priority)
 		}
+		for k := range r.Fingerprint {
+			if !slices.Contains(FingerprintKeys, k) {
+				return fmt.Errorf("%s.fingerprint.%s: unknown key (known: %s)", f, k, strings.Join(FingerprintKeys, ", "))
+			}
+		}
+	}
+	domains := map[string]int{}
+	for j, r := range m.Replicas {
+		if r.KVCacheDomain == "" {
+			continue
+		}
+		first, ok := domains[r.KVCacheDomain]
+		if !ok {
+			domains[r.KVCacheDomain] = j
+			continue
+		}
+		if !maps.Equal(r.Fingerprint, m.Replicas[first].Fingerprint) {
+			return fmt.Errorf("%s.replicas[%d].fingerprint: differs from replicas[%d] in kv_cache_domain %q; replicas sharing a KV cache must have identical fingerprints",
+				field, j, first, r.KVCacheDomain)
+		}
+	}
+	if m.MaxOutstanding < 0 {
+		return fmt.Errorf("%s.max_outstanding: %d must be >= 0", field, m.MaxOutstanding)
+	}
+	switch {
+	case m.MaxQueue == 0:
+		m.MaxQueue = DefaultMaxQueue
+	case m.MaxQueue < -1:
+		return fmt.Errorf("%s.max_queue: %d must be positive, or -1 to disable", field, m.MaxQueue)
+	}
+	switch {
+	case m.Affinity.PrefixBytes == 0:
+		m.Affinity.PrefixBytes = DefaultAffinityPrefix
+	case m.Affinity.PrefixBytes < -1:
+		return fmt.Errorf("%s.affinity.prefix_bytes: %d must be positive, or -1 to disable", field, m.Affinity.PrefixBytes)
+	}
+	if m.Affinity.LoadBound == 0 {
+		m.Affinity.LoadBound = DefaultAffinityBound
+	}
+	if m.Affinity.LoadBound < 1 {
+		return fmt.Errorf("%s.affinity.load_bound: %g must be >= 1", field, m.Affinity.LoadBound)
 	}
 	return nil
 }
@@ -139,6 +187,21 @@ func (p *Policy) validate() error {
 	}
 	if err := defaultPositive(&p.Keepalive, DefaultKeepalive, "policy.keepalive"); err != nil {
 		return err
+	}
+	if p.MaxRerunPrefillTokens < 0 {
+		return fmt.Errorf("policy.max_rerun_prefill_tokens: %d must be >= 0", p.MaxRerunPrefillTokens)
+	}
+	if p.MaxRerunPrefillTime < 0 && p.MaxRerunPrefillTime != invalidDuration {
+		return fmt.Errorf("policy.max_rerun_prefill_time: must be >= 0")
+	}
+	if p.MaxRerunPrefillTime == invalidDuration {
+		return fmt.Errorf("policy.max_rerun_prefill_time: not a duration (write e.g. 500ms, 30s, 2m)")
+	}
+	if p.PrefillTokensPerSecond == 0 {
+		p.PrefillTokensPerSecond = DefaultPrefillRate
+	}
+	if p.PrefillTokensPerSecond < 0 {
+		return fmt.Errorf("policy.prefill_tokens_per_second: %g must be positive", p.PrefillTokensPerSecond)
 	}
 	b := &p.RetryBudget
 	if err := defaultFloat(&b.Ratio, DefaultBudgetRatio, 0, 1, "policy.retry_budget.ratio"); err != nil {
@@ -160,6 +223,7 @@ func (h *Health) validate() error {
 		{&h.ProbeTimeout, DefaultProbeTimeout, "health.probe_timeout"},
 		{&h.DeadCooldown, DefaultDeadCooldown, "health.dead_cooldown"},
 		{&h.DialTimeout, DefaultDialTimeout, "health.dial_timeout"},
+		{&h.ScrapeEvery, DefaultScrapeEvery, "health.scrape_every"},
 	} {
 		if err := defaultPositive(d.v, d.def, d.field); err != nil {
 			return err

@@ -30,6 +30,10 @@ type Config struct {
 	CanFence bool
 	// Budget is the pool's retry budget (nil: unlimited).
 	Budget Budget
+	// RerunTokenLimit refuses a rerun whose prompt is estimated above this many tokens
+	// (0: no limit); PromptTokens is the estimate (SetPromptTokens may refine it).
+	RerunTokenLimit int
+	PromptTokens    int
 }
 
 // AttemptInfo is what the machine knows of one attempt, for the journal.
@@ -87,6 +91,9 @@ func New(cfg Config) *Machine {
 	}
 	return &Machine{cfg: cfg, out: make([]Action, 0, 8)}
 }
+
+// SetPromptTokens refines the estimate of the prompt's tokens (the cost of a rerun).
+func (m *Machine) SetPromptTokens(n int) { m.cfg.PromptTokens = n }
 
 // Committed reports whether the delivery boundary was crossed.
 func (m *Machine) Committed() bool { return m.committed }
@@ -163,7 +170,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		}
 	case EvNoReplica:
 		if m.current(ev.Attempt) && m.phase == dispatching {
-			m.noReplica(ev.Attempt)
+			m.noReplica(ev.Attempt, ev.Reason)
 		}
 	case EvChunk:
 		if m.current(ev.Attempt) && m.phase >= waiting {
@@ -329,7 +336,12 @@ func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr
 	m.end(m.errorFor(d, class, reason, engineErr))
 }
 
-func (m *Machine) noReplica(attempt int) {
+// NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is
+// at its load limit: the client is told to come back later (429) rather than that the pool
+// is down (503).
+const NoReplicaOverloaded = "overloaded"
+
+func (m *Machine) noReplica(attempt int, reason string) {
 	m.phase = noAttempt
 	e := &openai.Error{
 		Status:  503,
@@ -337,10 +349,17 @@ func (m *Machine) noReplica(attempt int) {
 		Code:    "no_healthy_replica",
 		Message: fmt.Sprintf("no healthy replica of model %q is available", m.cfg.Model),
 	}
+	if reason == NoReplicaOverloaded {
+		e.Status, e.Type, e.Code = 429, "rate_limit_error", "pool_overloaded"
+		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
+	}
 	if attempt > 1 {
 		prev := m.attempts[len(m.attempts)-1]
-		e.Message = fmt.Sprintf("attempt %d on replica %s failed before any output (%s) and no other healthy replica of model %q is available",
+		e.Message = fmt.Sprintf("attempt %d on replica %s failed before any output (%s) and no other compatible replica of model %q is available",
 			prev.N, prev.Replica, prev.EndReason, m.cfg.Model)
+		if reason == NoReplicaOverloaded {
+			e.Message += " (all are at their load limit)"
+		}
 	}
 	m.end(m.decorate(e, true))
 }

@@ -348,3 +348,28 @@ func TestAbortEndsWithoutRerun(t *testing.T) {
 		t.Fatalf("error %+v", e)
 	}
 }
+
+func TestRerunCostAndShed(t *testing.T) {
+	cfg := streamCfg()
+	cfg.RerunTokenLimit, cfg.PromptTokens = 1000, 400
+	s := newShell(t, cfg)
+	s.m.SetPromptTokens(5000)
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	acts := s.step(failed(1, Dead, "connection_reset"))
+	if last := acts[len(acts)-1]; last.Kind != ActFail || last.Err.Code != "rerun_too_expensive" {
+		t.Fatalf("got %s %+v", kinds(acts), last.Err)
+	}
+	// A dial failure never reached the replica: nothing to prefill again, no cost check.
+	s2 := newShell(t, cfg)
+	s2.m.SetPromptTokens(5000)
+	s2.step(Event{Kind: EvStart})
+	s2.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	if acts := s2.step(Event{Kind: EvFailed, Attempt: 1, Failure: Dead, Reason: "connection_refused", Dial: true}); acts[len(acts)-1].Kind != ActStartAttempt {
+		t.Fatalf("got %s", kinds(acts))
+	}
+	acts = s2.step(Event{Kind: EvNoReplica, Attempt: 2, Reason: NoReplicaOverloaded})
+	if e := acts[0].Err; e.Status != 429 || e.Code != "pool_overloaded" {
+		t.Fatalf("shed error %+v", e)
+	}
+}

@@ -17,6 +17,7 @@ const (
 	noRerunUnfenced
 	noRerunAttempts
 	noRerunBudget
+	noRerunCost
 )
 
 // shouldRerun is the whole failover policy for a failed attempt (DESIGN §3). It checks, in
@@ -29,7 +30,8 @@ const (
 //  4. a dial failure (the request never reached the replica) is always rerun: it costs no
 //     prefill, and every replica is tried at most once, so it is bounded by the pool;
 //  5. max_attempts, counting only attempts that reached a replica;
-//  6. the pool's retry budget (checked last, so a denied rerun spends nothing).
+//  6. the rerun's cost: a prompt estimated above the token limit is refused up front;
+//  7. the pool's retry budget (checked last, so a denied rerun spends nothing).
 func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) decision {
 	switch {
 	case m.committed:
@@ -42,6 +44,8 @@ func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) deci
 		return rerun
 	case m.attempt-m.dialFailures >= m.cfg.MaxAttempts:
 		return noRerunAttempts
+	case m.cfg.RerunTokenLimit > 0 && m.cfg.PromptTokens > m.cfg.RerunTokenLimit:
+		return noRerunCost
 	case m.cfg.Budget != nil && !m.cfg.Budget.TryRerun(now):
 		return noRerunBudget
 	}
@@ -64,6 +68,10 @@ func (m *Machine) errorFor(d decision, class FailureClass, reason string, engine
 	case noRerunUnfenced:
 		return m.decorate(&openai.Error{Status: 504, Type: "upstream_error", Code: "upstream_unresponsive",
 			Message: fmt.Sprintf("replica %s stopped responding (%s) before any output; it is reached without an agent, so the gateway cannot prove the attempt stopped and does not rerun it", last.Replica, reason)}, true)
+	case noRerunCost:
+		return m.decorate(&openai.Error{Status: 503, Type: "server_error", Code: "rerun_too_expensive",
+			Message: fmt.Sprintf("replica %s failed before any output (%s); rerunning would prefill about %d prompt tokens, over the limit of %d",
+				last.Replica, reason, m.cfg.PromptTokens, m.cfg.RerunTokenLimit)}, true)
 	case noRerunBudget:
 		return m.decorate(&openai.Error{Status: 503, Type: "server_error", Code: "retry_budget_exhausted",
 			Message: fmt.Sprintf("replica %s failed before any output (%s) and the pool's retry budget is exhausted", last.Replica, reason)}, true)

@@ -62,6 +62,10 @@ func (rn *run) runAttempt(a *attempt) {
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxEngineErrorBody))
 		f := upstream.ClassifyStatus(resp.StatusCode)
+		if f.Class == failover.Overloaded {
+			// An explicit "busy": keep new work off this replica for its Retry-After.
+			rn.pool.overloaded(a.replica, rn.now().Add(upstream.RetryAfter(resp.Header, time.Second)), f.Reason)
+		}
 		rn.locked(func() { rn.failAttempt(a, f, openai.NormalizeEngineError(resp.StatusCode, body)) })
 		return
 	}
@@ -198,6 +202,8 @@ func (rn *run) upstreamError(a *attempt, err error) {
 func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
 	if f.Dial {
 		rn.pool.dialFailed(a.replica, rn.now(), f.Reason)
+	} else {
+		rn.refineCost(a)
 	}
 	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial})
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/store"
@@ -71,11 +72,13 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		s.journal.Submit(store.AddTrace{Event: store.TraceEvent{RequestID: rn.id, Seq: 0, At: now, Kind: "input", Payload: body}})
 	}
 	p.onRequest(now)
+	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	cfg := s.cfg.Policy
 	rn.m = failover.New(failover.Config{
 		RequestID: rn.id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
 		FirstTokenTimeout: cfg.FirstTokenTimeout.D(), IdleTimeout: cfg.IdleTimeout.D(),
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
+		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: estimateTokens(req),
 	})
 	rn.serve()
 }

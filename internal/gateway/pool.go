@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -9,59 +10,109 @@ import (
 	"github.com/fencegate/fencegate/internal/failover"
 )
 
-// pool is a balance.Pool and its retry budget behind one lock.
+// pool is a balance.Pool, its retry budget and its attempt registry behind one lock.
 type pool struct {
 	mu     sync.Mutex
 	b      balance.Pool
 	budget *failover.RetryBudget
+	// configured is each replica's fingerprint as configured (discovery is checked against
+	// it; b's Replica.Fingerprint is the effective one).
+	configured map[string]map[string]string
+	// running holds the runs with an attempt on each replica, so that a replica declared
+	// dead can have its attempts failed at once.
+	running map[string]map[*attempt]*run
+	// affinityBytes is the prompt prefix length that gives a request affinity (<= 0: none).
+	affinityBytes int
+	allowCross    bool
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
-	p := &pool{b: balance.Pool{Model: m.Name, Cooldown: c.Health.DeadCooldown.D()}}
+	p := &pool{
+		b:             balance.Pool{Model: m.Name, Cooldown: c.Health.DeadCooldown.D()},
+		configured:    make(map[string]map[string]string),
+		running:       make(map[string]map[*attempt]*run),
+		affinityBytes: m.Affinity.PrefixBytes,
+		allowCross:    c.Policy.AllowCrossFingerprintRerun,
+	}
+	p.b.Limits = balance.Limits{MaxOutstanding: m.MaxOutstanding, MaxQueue: max(m.MaxQueue, 0),
+		StaleAfter: 5 * c.Health.ScrapeEvery.D(), AffinityBound: m.Affinity.LoadBound}
+	if m.Affinity.PrefixBytes < 0 {
+		p.b.Limits.AffinityBound = 0
+	}
 	for _, r := range m.Replicas {
-		p.b.Replicas = append(p.b.Replicas, &balance.Replica{Name: r.Name, URL: r.URL, Priority: r.Priority})
+		fp := maps.Clone(r.Fingerprint)
+		if fp == nil {
+			fp = map[string]string{}
+		}
+		p.configured[r.Name] = fp
+		p.b.Replicas = append(p.b.Replicas, &balance.Replica{Name: r.Name, URL: r.URL, Priority: r.Priority, Fingerprint: maps.Clone(fp)})
+		p.running[r.Name] = make(map[*attempt]*run)
 	}
 	rb := c.Policy.RetryBudget
 	p.budget = failover.NewRetryBudget(*rb.Ratio, *rb.MinPerSecond, *rb.Burst, now)
 	return p
 }
 
-// acquire picks a replica for an attempt and counts it as outstanding. It returns the
-// replica's name and URL, and ok=false when none is available.
-func (p *pool) acquire(now time.Time, exclude func(string) bool) (name, url string, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r := p.b.Pick(now, exclude)
-	if r == nil {
-		return "", "", false
-	}
-	r.Outstanding++
-	return r.Name, r.URL, true
+// pick is the answer of acquire.
+type pick struct {
+	name, url string
+	ok        bool
+	shed      bool // every candidate is at its load limit
 }
 
-// release ends an outstanding attempt on the named replica.
-func (p *pool) release(name string) {
+// acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
+// a replica this request has not tried, with the first attempt's fingerprint (unless
+// allowed otherwise).
+func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first *balance.Replica
+	if infos := rn.m.Attempts(); len(infos) > 0 {
+		first = p.b.Find(infos[0].Replica)
+	}
+	exclude := func(r *balance.Replica) bool {
+		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && !balance.Compatible(first, r))
+	}
+	c := p.b.Pick(now, exclude, affinity)
+	if c.Replica == nil {
+		return pick{shed: c.Shed}
+	}
+	c.Replica.Outstanding++
+	p.running[c.Replica.Name][a] = rn
+	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true}
+}
+
+// release ends attempt a on the named replica.
+func (p *pool) release(name string, a *attempt) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r := p.b.Find(name); r != nil && r.Outstanding > 0 {
 		r.Outstanding--
 	}
+	delete(p.running[name], a)
+}
+
+// with runs f on the named replica under the lock.
+func (p *pool) with(name string, f func(*balance.Replica)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.b.Find(name)
+	if r != nil {
+		f(r)
+	}
+	return r != nil
 }
 
 func (p *pool) dialFailed(name string, now time.Time, reason string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r := p.b.Find(name); r != nil {
-		p.b.MarkDialFailed(r, now, reason)
-	}
+	p.with(name, func(r *balance.Replica) { p.b.MarkDialFailed(r, now, reason) })
+}
+
+func (p *pool) overloaded(name string, until time.Time, reason string) {
+	p.with(name, func(r *balance.Replica) { p.b.MarkOverloaded(r, until, reason) })
 }
 
 func (p *pool) probeResult(name string, ok bool, reason string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r := p.b.Find(name); r != nil {
-		p.b.ProbeResult(r, ok, reason)
-	}
+	p.with(name, func(r *balance.Replica) { p.b.ProbeResult(r, ok, reason) })
 }
 
 func (p *pool) onRequest(now time.Time) {
@@ -77,25 +128,38 @@ func (p *pool) TryRerun(now time.Time) bool {
 	return p.budget.TryRerun(now)
 }
 
+// attemptsOn lists the runs with an attempt on the named replica.
+func (p *pool) attemptsOn(name string) map[*attempt]*run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.running[name])
+}
+
 // replicaStatus is one replica as /readyz reports it.
 type replicaStatus struct {
-	Name        string `json:"name"`
-	URL         string `json:"url"`
-	Priority    int    `json:"priority"`
-	State       string `json:"state"`
-	Reason      string `json:"reason,omitempty"`
-	Outstanding int    `json:"outstanding"`
+	Name        string            `json:"name"`
+	URL         string            `json:"url"`
+	Priority    int               `json:"priority"`
+	State       string            `json:"state"`
+	Reason      string            `json:"reason,omitempty"`
+	Outstanding int               `json:"outstanding"`
+	Running     int               `json:"engine_running"`
+	Waiting     int               `json:"engine_waiting"`
+	KVUsage     float64           `json:"engine_kv_usage"`
+	Fingerprint map[string]string `json:"fingerprint,omitempty"`
 }
 
 func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.b.Replicas {
-		st := r.StateAt(now)
+		st := r.StateAt(now, p.b.Limits)
 		if st == balance.Healthy {
 			available++
 		}
-		list = append(list, replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.Reason(), Outstanding: r.Outstanding})
+		list = append(list, replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.Reason(),
+			Outstanding: r.Outstanding, Running: r.Load.Running, Waiting: r.Load.Waiting, KVUsage: r.Load.KVUsage,
+			Fingerprint: maps.Clone(r.Fingerprint)})
 	}
 	return list, available
 }

@@ -13,14 +13,7 @@ func (s *Server) probeLoop(ctx context.Context, p *pool) {
 	t := time.NewTicker(s.cfg.Health.ProbeEvery.D())
 	defer t.Stop()
 	for {
-		p.mu.Lock()
-		type target struct{ name, url string }
-		var targets []target
-		for _, r := range p.b.Replicas {
-			targets = append(targets, target{r.Name, r.URL})
-		}
-		p.mu.Unlock()
-		for _, tg := range targets {
+		for _, tg := range p.targets() {
 			ok, reason := s.probe(ctx, tg.url)
 			if ctx.Err() != nil {
 				return

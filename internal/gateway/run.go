@@ -33,6 +33,8 @@ type run struct {
 	id          string
 	model       string
 	attemptBase int
+	affinity    uint64 // prefix-affinity key of the prompt (0: none)
+	tokenized   bool   // the prompt's tokens were counted by an engine
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
 	keyed          bool
@@ -133,14 +135,20 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 // startAttempt chooses a replica for attempt n (never one this request already tried) and
 // reports the choice to the machine.
 func (rn *run) startAttempt(n int, now time.Time) {
-	name, url, ok := rn.pool.acquire(now, rn.m.Tried)
-	if !ok {
-		rn.pending = append(rn.pending, failover.Event{Kind: failover.EvNoReplica, Attempt: n})
+	a := &attempt{n: n}
+	p := rn.pool.acquire(now, rn, a, rn.affinity)
+	if !p.ok {
+		reason := ""
+		if p.shed {
+			reason = failover.NoReplicaOverloaded
+		}
+		rn.pending = append(rn.pending, failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
 		return
 	}
-	ctx, cancel := context.WithCancel(rn.r.Context())
 	num := rn.attemptBase + n
-	a := &attempt{n: n, id: store.AttemptID(rn.id, num), replica: name, url: url, ctx: ctx, cancel: cancel}
+	a.id, a.replica, a.url = store.AttemptID(rn.id, num), p.name, p.url
+	a.ctx, a.cancel = context.WithCancel(rn.r.Context())
+	name := p.name
 	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: name, StartedAt: now}
 	rn.cur = a
 	rn.attempts = append(rn.attempts, a)
@@ -174,7 +182,7 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel bool) {
 		}
 		a.ended = true
 		a.cancel()
-		rn.pool.release(a.replica)
+		rn.pool.release(a.replica, a)
 		a.rec.EndedAt = now
 		a.rec.EndReason = reason
 		a.rec.CancelSent = cancel

@@ -107,19 +107,23 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.withRequestID(s.auth(s.handleCompletions)))
 	mux.HandleFunc("GET /v1/models", s.withRequestID(s.auth(s.handleModels)))
 	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
+	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.HandleFunc("/", s.withRequestID(s.handleNotFound))
 	return mux
 }
 
-// Start begins the background work: active health probes, the renewal of this gateway's
+// Start begins the background work: active health probes, metrics scrapes, the renewal of this gateway's
 // ownership of its running requests, and the sweep of expired journal rows. Close stops it.
 func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBackground = cancel
 	for _, p := range s.pools {
+		// One scrape before serving, so that fingerprints and load are known from the start.
+		s.scrapePool(ctx, p)
 		s.goBackground(func() { s.probeLoop(ctx, p) })
+		s.goBackground(func() { s.scrapeLoop(ctx, p) })
 	}
 	s.goBackground(func() { s.ownerLoop(ctx) })
 	s.goBackground(func() { s.sweepLoop(ctx) })

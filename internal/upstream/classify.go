@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/failover"
 )
@@ -56,4 +57,14 @@ func ClassifyStatus(status int) Failure {
 	default:
 		return Failure{Class: failover.Rejected, Reason: "engine_status_" + strconv.Itoa(status)}
 	}
+}
+
+// RetryAfter reads a Retry-After header given in seconds (the form engines use), or def.
+func RetryAfter(h http.Header, def time.Duration) time.Duration {
+	if v := h.Get("Retry-After"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 && n <= 3600 {
+			return time.Duration(n) * time.Second
+		}
+	}
+	return def
 }

@@ -1,0 +1,101 @@
+// Package enginemetrics reads an inference engine's Prometheus metrics (vLLM's or SGLang's
+// names) into the few numbers routing needs: requests running and waiting, KV cache usage,
+// and the cache configuration labels that are part of a replica's fingerprint.
+//
+// It parses text it is given and does no I/O of its own.
+package enginemetrics
+
+import (
+	"fmt"
+	"io"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Snapshot is an engine's load as its metrics report it.
+type Snapshot struct {
+	Running int
+	Waiting int
+	// KVUsage is the fraction of the KV cache in use, 0..1.
+	KVUsage float64
+	// CacheConfig holds the labels of vllm:cache_config_info (block_size, cache_dtype, ...).
+	CacheConfig map[string]string
+	// Known is false when none of the known metric names was present.
+	Known bool
+}
+
+// Names of the metrics read, per engine. A gauge may be exported with several label sets
+// (one per model or per rank); the values are summed.
+var (
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
+	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+)
+
+// Parse reads Prometheus text exposition format.
+func Parse(r io.Reader) (Snapshot, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("parse engine metrics: %w", err)
+	}
+	var s Snapshot
+	var ok bool
+	var v float64
+	if v, ok = sum(fams, runningNames); ok {
+		s.Running, s.Known = int(v), true
+	}
+	if v, ok = sum(fams, waitingNames); ok {
+		s.Waiting, s.Known = int(v), true
+	}
+	if v, ok = maxOf(fams, kvNames); ok {
+		s.KVUsage, s.Known = v, true
+	}
+	if f := fams["vllm:cache_config_info"]; f != nil && len(f.GetMetric()) > 0 {
+		s.CacheConfig = map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			s.CacheConfig[l.GetName()] = l.GetValue()
+		}
+	}
+	return s, nil
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+func sum(fams map[string]*dto.MetricFamily, names []string) (float64, bool) {
+	for _, n := range names {
+		if f := fams[n]; f != nil {
+			t := 0.0
+			for _, m := range f.GetMetric() {
+				t += value(m)
+			}
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+func maxOf(fams map[string]*dto.MetricFamily, names []string) (float64, bool) {
+	for _, n := range names {
+		if f := fams[n]; f != nil {
+			t := 0.0
+			for _, m := range f.GetMetric() {
+				t = max(t, value(m))
+			}
+			return t, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/upstream"
+)
+
+// declaredDeadFor is how long a replica declared dead stays out unless a probe finds it
+// back first (an orchestrator restarted it) or an operator declares it active.
+const declaredDeadFor = 24 * time.Hour
+
+// adminOnly requires an admin key when keys are configured, and a loopback client when no
+// admin key exists: replica state must not be changed by whoever can reach the gateway.
+func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return s.auth(func(w http.ResponseWriter, r *http.Request) {
+		k, ok := identity(r)
+		hasAdmin := len(s.cfg.Auth.AdminKeys) > 0
+		if (hasAdmin && (!ok || !k.Admin)) || (!hasAdmin && !fromLoopback(r)) {
+			openai.WriteError(w, &openai.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_only",
+				Message: "this endpoint needs an admin key (or, with no admin keys configured, a loopback client)", RequestID: requestID(r)})
+			return
+		}
+		h(w, r)
+	})
+}
+
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// handleReplicaState lets an orchestrator or operator declare a replica dead (its running
+// attempts fail at once and are rerun if nothing was delivered), draining (no new work,
+// running streams finish) or active again.
+//
+//	POST /admin/replicas/{model}/{replica}   {"state":"dead|draining|active","reason":"..."}
+func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		State  string `json:"state"`
+		Reason string `json:"reason"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "body must be {\"state\":\"dead|draining|active\",\"reason\":\"...\"}: " + err.Error(), RequestID: requestID(r)})
+		return
+	}
+	p := s.pools[r.PathValue("model")]
+	name := r.PathValue("replica")
+	if body.Reason == "" {
+		body.Reason = "declared " + body.State + " by an operator"
+	}
+	now := s.now()
+	var apply func(*balance.Replica)
+	switch body.State {
+	case "dead":
+		apply = func(rep *balance.Replica) { p.b.MarkDead(rep, now, declaredDeadFor, body.Reason) }
+	case "draining":
+		apply = func(rep *balance.Replica) { p.b.SetDraining(rep, true, body.Reason) }
+	case "active":
+		apply = func(rep *balance.Replica) { p.b.SetDraining(rep, false, "") }
+	default:
+		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "state",
+			Message: "state must be dead, draining or active", RequestID: requestID(r)})
+		return
+	}
+	if p == nil || !p.with(name, apply) {
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "replica_not_found",
+			Message: "no replica " + name + " in model " + r.PathValue("model"), RequestID: requestID(r)})
+		return
+	}
+	failed := 0
+	if body.State == "dead" {
+		for a, rn := range p.attemptsOn(name) {
+			rn.mu.Lock()
+			if rn.live(a) {
+				rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "replica_declared_dead"}, nil)
+				rn.flush()
+				failed++
+			}
+			rn.mu.Unlock()
+		}
+	}
+	s.log.Info("replica state set", "model", r.PathValue("model"), "replica", name, "state", body.State, "reason", body.Reason, "attempts_failed", failed)
+	writeJSON(w, http.StatusOK, map[string]any{"model": r.PathValue("model"), "replica": name, "state": body.State, "attempts_failed": failed})
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// tokenizeTimeout bounds the /tokenize call made before a rerun is decided.
+const tokenizeTimeout = 500 * time.Millisecond
+
+// bytesPerToken is the estimate of a prompt's tokens when no engine can count them: about
+// four bytes of English text per token for the BPE tokenizers of current models. It is an
+// estimate, used only to refuse reruns whose prefill would be too expensive.
+const bytesPerToken = 4
+
+// rerunTokenLimit is the policy's rerun cost limit in tokens (0: none): the smaller of the
+// token limit and the time limit at the pool's prefill speed.
+func (s *Server) rerunTokenLimit() int {
+	p := s.cfg.Policy
+	limit := p.MaxRerunPrefillTokens
+	if t := p.MaxRerunPrefillTime.D(); t > 0 {
+		byTime := max(1, int(t.Seconds()*p.PrefillTokensPerSecond))
+		if limit == 0 || byTime < limit {
+			limit = byTime
+		}
+	}
+	return limit
+}
+
+func estimateTokens(req *openai.Request) int {
+	n := len(req.Prompt)
+	if n == 0 {
+		n = len(req.Body) // prompts given as token ids, or content the parser did not render
+	}
+	return (n + bytesPerToken - 1) / bytesPerToken
+}
+
+// refineCost asks an engine of the pool (other than the failed one) to count the prompt's
+// tokens, when a rerun cost limit is configured and the answer could change the decision.
+// Callers hold rn.mu; the call is bounded by tokenizeTimeout.
+func (rn *run) refineCost(failed *attempt) {
+	limit := rn.s.rerunTokenLimit()
+	if limit == 0 || rn.tokenized || rn.m.Committed() {
+		return
+	}
+	rn.tokenized = true
+	var url string
+	for _, t := range rn.pool.targets() {
+		if t.name != failed.replica {
+			url = t.url
+			break
+		}
+	}
+	if url == "" {
+		return
+	}
+	if n, ok := rn.s.tokenize(url, rn.req); ok {
+		rn.m.SetPromptTokens(n)
+	}
+}
+
+// tokenize calls vLLM's (and the simulator's) POST /tokenize.
+func (s *Server) tokenize(url string, req *openai.Request) (int, bool) {
+	var body struct {
+		Model    string          `json:"model"`
+		Prompt   json.RawMessage `json:"prompt,omitempty"`
+		Messages json.RawMessage `json:"messages,omitempty"`
+	}
+	var in struct {
+		Prompt   json.RawMessage `json:"prompt"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(req.Body, &in) != nil {
+		return 0, false
+	}
+	body.Model, body.Prompt, body.Messages = req.Model, in.Prompt, in.Messages
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tokenizeTimeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/tokenize", bytes.NewReader(b))
+	if err != nil {
+		return 0, false
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Count int `json:"count"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out) != nil || out.Count <= 0 {
+		return 0, false
+	}
+	return out.Count, true
+}
