@@ -48,9 +48,13 @@ type attempt struct {
 	endReason string
 }
 
-// reasonFor names why the attempt ended, from its context's cause and what
-// the proxy saw.
+// reasonFor names why the attempt ended: the proxy's own reason, unless the
+// agent aborted the attempt before the response was complete, in which case
+// the abort's cause says why (the proxy only saw its engine connection close).
 func (at *attempt) reasonFor(proxyReason string) string {
+	if proxyReason == EndFinished {
+		return EndFinished
+	}
 	switch context.Cause(at.ctx) {
 	case errLeaseExpired:
 		return EndLeaseExpired

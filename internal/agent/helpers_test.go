@@ -224,3 +224,5 @@ func renew(t testing.TB, c *Client, ttl time.Duration, leases ...lease.Lease) Re
 	}
 	return reply
 }
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/sim"
+)
+
+// The cost the agent adds to a stream: the same 200-token stream from the
+// same engine, read directly, through the agent unfenced, and through the
+// agent with a lease checked before each of its 203 events. Run with
+//
+//	go test -run '^$' -bench Stream -benchtime=200x ./internal/agent/
+func BenchmarkStream(b *testing.B) {
+	s, err := sim.Start(sim.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	clock := newFakeClock() // frozen: the lease never runs out mid-benchmark
+	a, err := Start(Config{Engine: s.URL(), Listen: "127.0.0.1:0", Now: clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	body := chatBody(b, 200, true)
+
+	run := func(b *testing.B, base string, fenced bool) {
+		ctx := context.Background()
+		for i := 0; b.Loop(); i++ {
+			var l *leased
+			if fenced {
+				l = &leased{attempt: fmt.Sprintf("req_bench%d.a1", i), epoch: uint64(i + 1), ttl: time.Minute}
+			}
+			resp, err := post(b, ctx, hc, base, "/v1/chat/completions", body, l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || n == 0 {
+				b.Fatalf("read %d bytes: %v", n, err)
+			}
+		}
+	}
+	b.Run("direct", func(b *testing.B) { run(b, s.URL(), false) })
+	b.Run("agent-unfenced", func(b *testing.B) { run(b, a.URL(), false) })
+	b.Run("agent-fenced", func(b *testing.B) { run(b, a.URL(), true) })
+}

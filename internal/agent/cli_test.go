@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("  hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{
+		"--engine", "http://127.0.0.1:8000", "--listen", "127.0.0.1:0", "--secret-file", secret,
+		"--engine-kind", "sglang", "--fingerprint", "revision=abc", "--fingerprint", "quantization=fp8",
+		"--scrape-every", "250ms",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine != "http://127.0.0.1:8000" || cfg.Listen != "127.0.0.1:0" || cfg.Secret != "hunter2" ||
+		cfg.EngineKind != KindSGLang || cfg.Fingerprint["revision"] != "abc" || cfg.Fingerprint["quantization"] != "fp8" ||
+		cfg.ScrapeEvery != 250*time.Millisecond {
+		t.Fatalf("config %+v", cfg)
+	}
+	for _, args := range [][]string{
+		{},                                // no engine
+		{"--engine", "http://x", "extra"}, // stray argument
+		{"--engine", "http://x", "--fingerprint", "novalue"},
+		{"--engine", "http://x", "--secret-file", filepath.Join(t.TempDir(), "missing")},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) accepted", args)
+		}
+	}
+	if _, _, err := (Config{Engine: "http://x", EngineKind: "tgi"}).withDefaults(); err == nil {
+		t.Error("unknown engine kind accepted")
+	}
+	if _, _, err := (Config{Engine: "localhost:8000"}).withDefaults(); err == nil {
+		t.Error("engine URL without scheme accepted")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while another goroutine writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The command prints its URL, warns when it has no secret, and stops cleanly.
+func TestRunStartsAndStops(t *testing.T) {
+	var out, logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // already stopped: run must start, print, and close
+	err := run(ctx, []string{"--engine", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}, &out,
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "listening at http://127.0.0.1:") {
+		t.Fatalf("stdout %q", out.String())
+	}
+	if !strings.Contains(logs.String(), "no agent secret configured") {
+		t.Fatalf("log %q", logs.String())
+	}
+}
