@@ -20,14 +20,14 @@ func (g *generation) fire(point faultPoint, k int) bool {
 			g.slow *= f.factor
 			continue
 		}
-		if g.ctx.Err() != nil || replicaDown(g.ctx) {
-			// The replica or the client is already gone: a crash fault of a
-			// request from before a restart must not kill the new life.
-			g.endByContext()
-			return true
-		}
 		switch f.action {
 		case actionCrash:
+			if replicaDown(g.ctx) {
+				// This request's replica life is already over: a request
+				// from before a restart must not kill the new life.
+				g.endByContext()
+				return true
+			}
 			g.s.Crash() // ends this record too, before the connection dies
 		case actionReset:
 			g.reset()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -45,12 +46,13 @@ func TestClientDisconnectDuringDecode(t *testing.T) {
 		go func() {
 			resp, err := newClient(t).Do(req)
 			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body) // a stream's body stays open until the cancel
 				resp.Body.Close()
 			}
 			done <- err
 		}()
-		// Prefill is instant, so a record with its cached-token count set
-		// is in decode, waiting an hour for its first token.
+		// Prefill is instant: a running record with its prompt counted is
+		// at most moments from waiting an hour for its first token.
 		rec := waitRecord(t, s, func(r Record) bool { return r.Stream == stream && r.PromptTokens == 1 && r.Outcome == "" })
 		cancel()
 		<-done
