@@ -25,7 +25,15 @@ func (a *Agent) serveCancel(w http.ResponseWriter, r *http.Request) {
 	status := a.table.Revoke(req.Attempt, req.Epoch)
 	at := a.live[req.Attempt]
 	endedInfo, hasEnded := a.ended[req.Attempt]
+	// The cancel's epoch also fences older attempts of the same logical
+	// request; stop them now rather than at their next event.
+	superseded := a.supersededLocked(req.Attempt, req.Epoch)
 	a.mu.Unlock()
+	for _, old := range superseded {
+		if old != at {
+			a.abort(old, errSuperseded)
+		}
+	}
 
 	reply := CancelReply{Acked: true, Attempt: req.Attempt}
 	switch {

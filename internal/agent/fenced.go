@@ -53,21 +53,20 @@ func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "agent_closing", "the agent is shutting down")
 		return
 	}
-	if superseded != nil {
-		a.abort(superseded, errSuperseded)
+	for _, old := range superseded {
+		a.abort(old, errSuperseded)
 	}
 
-	reason, broken := EndEngineError, true
-	defer func() {
-		a.finish(at, at.reasonFor(reason))
-		if broken {
-			// Close the downstream connection without ending the response
-			// cleanly: the gateway must see a broken stream, never a
-			// complete one, when the agent stopped publishing.
-			panic(http.ErrAbortHandler)
-		}
-	}()
+	reason := EndEngineError // if proxyAttempt panics
+	defer func() { a.finish(at, at.reasonFor(reason)) }()
+	var broken bool
 	reason, broken = a.proxyAttempt(w, r, at)
+	if broken {
+		// Close the downstream connection without ending the response
+		// cleanly: the gateway must see a broken stream, never a complete
+		// one, when the agent stopped publishing. finish runs first.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // proxyAttempt forwards a fenced request to the engine and relays the

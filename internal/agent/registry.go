@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/lease"
 )
 
 // register starts attempt at's lease and makes it live. It fails, leaving
-// nothing behind, when the epoch is stale or the agent is closing. An older
-// attempt of the same id that is still running is returned so the caller can
-// abort it: the new epoch has superseded it.
-func (a *Agent) register(at *attempt, ttl time.Duration) (superseded *attempt, err error) {
+// nothing behind, when the epoch is stale or the agent is closing. It returns
+// the running attempts the new epoch has superseded (an older epoch of the same
+// attempt id, or another attempt of the same logical request) so the caller
+// can abort them at once rather than at their next event or expiry.
+func (a *Agent) register(at *attempt, ttl time.Duration) (superseded []*attempt, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -22,11 +25,25 @@ func (a *Agent) register(at *attempt, ttl time.Duration) (superseded *attempt, e
 	if err := a.table.Start(at.id, at.epoch, ttl, at.started); err != nil {
 		return nil, err
 	}
-	superseded = a.live[at.id]
+	superseded = a.supersededLocked(at.id, at.epoch)
 	a.live[at.id] = at
 	at.timer = time.AfterFunc(a.untilExpiryLocked(at), func() { a.checkExpiry(at) })
 	a.notifyLocked()
 	return superseded, nil
+}
+
+// supersededLocked returns the live attempts of attemptID's logical request
+// whose epoch is below epoch. It scans the live attempts: a data request or a
+// cancel is not the per-event path, and an agent proxies hundreds at most.
+func (a *Agent) supersededLocked(attemptID string, epoch uint64) []*attempt {
+	req := lease.RequestOf(attemptID)
+	var out []*attempt
+	for _, at := range a.live {
+		if at.epoch < epoch && lease.RequestOf(at.id) == req {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 // abort stops attempt at: cancelling its context closes the engine connection,
@@ -49,7 +66,7 @@ func (a *Agent) abort(at *attempt, cause error) {
 // wakes WaitEnded and cancel waiters, and stops the expiry timer.
 func (a *Agent) finish(at *attempt, reason string) {
 	at.cancel(errFinished)
-	if a.cfg.EngineKind == KindSGLang && reason != EndFinished {
+	if a.cfg.EngineKind == KindSGLang && reason != EndFinished && reason != EndBadRequest {
 		a.abortSGLang(at.id)
 	}
 	now := a.cfg.Now()

@@ -143,3 +143,40 @@ func TestSilentEngineAbortedAtExpiry(t *testing.T) {
 		t.Fatalf("client got %d events, want the %d sent before the hang", len(read.events), rec.TokensSent+1)
 	}
 }
+
+// A newer epoch of the same logical request arriving at the agent fences the
+// older attempt at once: it is aborted even though its engine is silent and
+// its lease has not run out.
+func TestNewerEpochSupersedesRunningAttempt(t *testing.T) {
+	s := startSim(t, sim.Config{})
+	if err := s.ArmFault("hang@sent:1", 1); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock() // frozen: the old lease never expires
+	a := startAgent(t, Config{Engine: s.URL(), Now: clock.Now})
+	hc := newHTTPClient(t)
+	old := &leased{attempt: "req_sup.a1", epoch: 5, ttl: 300 * time.Millisecond}
+	resp, err := post(t, testContext(t), hc, a.URL(), "/v1/chat/completions", chatBody(t, 50, true), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitSimRecord(t, s, old.attempt, func(r sim.Record) bool { return r.TokensSent == 2 })
+
+	rerun := &leased{attempt: "req_sup.a2", epoch: 6, ttl: 300 * time.Millisecond}
+	resp2, err := post(t, testContext(t), hc, a.URL(), "/v1/chat/completions", chatBody(t, 5, true), rerun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := readStream(resp2.Body, nil)
+	resp2.Body.Close()
+	if read.err != nil || !read.done {
+		t.Fatalf("rerun stream: err %v done %v", read.err, read.done)
+	}
+	if info := waitEnded(t, a, old.attempt); info.EndReason != EndSuperseded || !info.Revoked {
+		t.Fatalf("old attempt %+v", info)
+	}
+	if rec := waitSimRecord(t, s, old.attempt, simEnded); rec.Outcome != sim.OutcomeHung {
+		t.Fatalf("old attempt's engine record %+v", rec)
+	}
+}

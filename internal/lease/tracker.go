@@ -22,7 +22,11 @@ type TrackerConfig struct {
 	DriftMargin time.Duration
 	// MaxDelivery bounds how long after being sent a lease message (the data
 	// request or a renewal) can still be received by the agent; see
-	// Tracker.ExpiresBy. Default 0: delivery delay is absorbed by DriftMargin.
+	// Tracker.ExpiresBy. Default 0: a message that arrives at all is assumed
+	// to arrive within DriftMargin, as on a loopback or data-centre network.
+	// Set it when the network may hold a request longer (a partition that
+	// heals and then delivers a retransmitted renewal), together with a
+	// renewal timeout no longer than it on the gateway's client.
 	MaxDelivery time.Duration
 	// HeartbeatTimeout is how long without any renewal ack makes
 	// HeartbeatFailed report true. Default DefaultHeartbeatTimeout.
@@ -77,8 +81,8 @@ func (c TrackerConfig) withDefaults() (TrackerConfig, error) {
 //   - The data request that started the lease counts the same way, from the
 //     grant time.
 //
-// Each message extends the lease to at most (its receipt bound) + TTL, and a
-// chain of renewals can only carry a lease forward while it is alive, so
+// Each message the agent applied moved the expiry to at most (its receipt) +
+// TTL, and the expiry is the latest of those, so
 //
 //	ExpiresBy = max(grant + MaxDelivery,
 //	                latest ack time of an acked renewal that included the attempt,
