@@ -33,16 +33,21 @@ func BenchmarkStream(b *testing.B) {
 	hc := &http.Client{Transport: tr}
 	body := chatBody(b, 200, true)
 
+	var seq uint64 // attempt ids and epochs never repeat, however often run is called
 	run := func(b *testing.B, base string, fenced bool) {
 		ctx := context.Background()
-		for i := 0; b.Loop(); i++ {
+		for b.Loop() {
 			var l *leased
 			if fenced {
-				l = &leased{attempt: fmt.Sprintf("req_bench%d.a1", i), epoch: uint64(i + 1), ttl: time.Minute}
+				seq++
+				l = &leased{attempt: fmt.Sprintf("req_bench%d.a1", seq), epoch: seq, ttl: time.Minute}
 			}
 			resp, err := post(b, ctx, hc, base, "/v1/chat/completions", body, l)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
 			}
 			n, err := io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
