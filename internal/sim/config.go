@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -105,7 +106,7 @@ func (c Config) withDefaults() (Config, error) {
 	fp := defaultFingerprint()
 	maps.Copy(fp, c.Fingerprint)
 	for k := range fp {
-		if !labelNamePattern.MatchString(k) {
+		if !labelNamePattern.MatchString(k) || strings.HasPrefix(k, "__") {
 			return c, fmt.Errorf("sim: Config.Fingerprint key %q is not a valid label name", k)
 		}
 	}

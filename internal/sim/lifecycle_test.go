@@ -108,6 +108,7 @@ func TestConfigValidation(t *testing.T) {
 		{DecodePerToken: -1},
 		{MaxWaiting: -1},
 		{Fingerprint: map[string]string{"bad-label": "x"}},
+		{Fingerprint: map[string]string{"__reserved": "x"}},
 		{Fingerprint: map[string]string{"block_size": "0"}},
 		{Addr: "not an address"},
 	}

@@ -83,15 +83,15 @@ func Start(cfg Config) (*Server, error) {
 		closeCh: make(chan struct{}),
 	}
 	s.handler = s.routes()
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("sim: Config.Addr %q: %w", cfg.Addr, err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.listenLocked(cfg.Addr); err != nil {
 		return nil, err
-	}
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("sim: Config.Addr %q: %w", cfg.Addr, err)
 	}
 	bound := s.life.ln.Addr().(*net.TCPAddr)
 	port := fmt.Sprint(bound.Port)
