@@ -50,8 +50,10 @@ type Replica struct {
 	// adapters). A rerun goes only to a replica with an equal fingerprint.
 	Fingerprint map[string]string
 
-	// Outstanding is the number of attempts this gateway has in flight on the replica.
-	Outstanding int
+	// Outstanding is the number of attempts this gateway has in flight on the replica;
+	// PeakOutstanding the most it ever had at once.
+	Outstanding     int
+	PeakOutstanding int
 	Load        Load
 
 	deadUntil       time.Time

@@ -18,17 +18,26 @@ import (
 // interruption decodes the final error event a client received.
 func interruption(t *testing.T, err error) map[string]any {
 	t.Helper()
+	ev, ok := errorEvent(err)
+	if !ok {
+		t.Fatalf("stream error %v (%T) is not an SSE error event", err, err)
+	}
+	return ev
+}
+
+// errorEvent decodes err as the error object of a final SSE error event.
+func errorEvent(err error) (map[string]any, bool) {
 	var se *ssestream.StreamError
 	if !errors.As(err, &se) {
-		t.Fatalf("stream error %v (%T) is not an SSE error event", err, err)
+		return nil, false
 	}
 	var env struct {
 		Error map[string]any `json:"error"`
 	}
-	if jerr := json.Unmarshal(se.Event.Data, &env); jerr != nil || env.Error == nil {
-		t.Fatalf("error event %q: %v", se.Event.Data, jerr)
+	if json.Unmarshal(se.Event.Data, &env) != nil || env.Error == nil {
+		return nil, false
 	}
-	return env.Error
+	return env.Error, true
 }
 
 // rerunScenario: replica 1 fails at fault before anything was delivered. The client must get

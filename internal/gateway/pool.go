@@ -78,6 +78,7 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 		return pick{shed: c.Shed}
 	}
 	c.Replica.Outstanding++
+	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
 	p.running[c.Replica.Name][a] = rn
 	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true}
 }
@@ -143,6 +144,7 @@ type replicaStatus struct {
 	State       string            `json:"state"`
 	Reason      string            `json:"reason,omitempty"`
 	Outstanding int               `json:"outstanding"`
+	Peak        int               `json:"peak_outstanding"`
 	Running     int               `json:"engine_running"`
 	Waiting     int               `json:"engine_waiting"`
 	KVUsage     float64           `json:"engine_kv_usage"`
@@ -158,7 +160,7 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 			available++
 		}
 		list = append(list, replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.Reason(),
-			Outstanding: r.Outstanding, Running: r.Load.Running, Waiting: r.Load.Waiting, KVUsage: r.Load.KVUsage,
+			Outstanding: r.Outstanding, Peak: r.PeakOutstanding, Running: r.Load.Running, Waiting: r.Load.Waiting, KVUsage: r.Load.KVUsage,
 			Fingerprint: maps.Clone(r.Fingerprint)})
 	}
 	return list, available
