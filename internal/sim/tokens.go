@@ -89,8 +89,11 @@ func Tokens(salt string, seed int64, prompt string, n int) []string {
 }
 
 // NaturalLength returns how many tokens the replica generates for prompt
-// before it stops on its own (finish_reason "stop"); a smaller max_tokens
-// ends the reply earlier with finish_reason "length".
+// before it stops on its own. With max_tokens above it the reply has that
+// many tokens and finish_reason "stop"; with max_tokens at or below it the
+// reply has max_tokens tokens and finish_reason "length" (the end of the
+// sequence would have come after the last token allowed). ignore_eos
+// always runs to max_tokens.
 func NaturalLength(salt string, seed int64, prompt string) int {
 	return newGenerator(salt, seed, prompt).naturalLength()
 }
