@@ -18,7 +18,9 @@ const (
 	// report EvDispatched or EvNoReplica. Rerun is true for every attempt after the first.
 	ActStartAttempt ActionKind = iota + 1
 	// ActCancelAttempt: fence Attempt router-side: stop reading it, close its upstream
-	// connection (the engine sees the disconnect) and drop anything it still sends.
+	// connection (the engine sees the disconnect) and drop anything it still sends. With
+	// AwaitFence, the attempt was uncertain and a rerun waits for proof that it stopped:
+	// send the agent a cancel and report EvFenced on its ack or at the lease's expiry.
 	ActCancelAttempt
 	// ActSendHeaders: write the streaming response headers (200, text/event-stream).
 	ActSendHeaders
@@ -75,7 +77,8 @@ type Action struct {
 	Rerun     bool
 	Reason    string
 	Outcome   Outcome
-	WriteDone bool
-	AsEvent   bool
+	WriteDone  bool
+	AsEvent    bool
+	AwaitFence bool
 	Err       *openai.Error
 }

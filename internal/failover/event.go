@@ -30,6 +30,9 @@ const (
 	EvClientGone
 	// EvTick: time passed; the shell sends it when Deadline() is reached.
 	EvTick
+	// EvFenced: the attempt fenced after an uncertain failure is proven stopped: its agent
+	// acknowledged the cancel, or its lease has certainly expired. Reason says which.
+	EvFenced
 	// EvAbort: the shell cannot go on with the request (it lost ownership of it to another
 	// gateway, or cannot record the delivery boundary durably). The current attempt is
 	// cancelled and the request ends with Err; it is never rerun here.
@@ -49,4 +52,7 @@ type Event struct {
 	// Dial marks an EvFailed in which no connection was made: the replica is not listening
 	// and the request never reached it.
 	Dial bool
+	// Fenceable marks an EvDispatched attempt that holds a worker-side lease (the replica
+	// has an agent): if it becomes uncertain it can be proven stopped, and so rerun.
+	Fenceable bool
 }

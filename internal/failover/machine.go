@@ -44,6 +44,8 @@ type AttemptInfo struct {
 	Ended     time.Time
 	EndReason string
 	Failure   FailureClass
+	// Fenceable: the attempt held a worker-side lease.
+	Fenceable bool
 }
 
 // attemptPhase is where the current attempt is.
@@ -54,6 +56,7 @@ const (
 	dispatching              // ActStartAttempt returned, replica not yet chosen
 	waiting                  // dispatched, nothing received yet
 	receiving                // at least one event received
+	fencing                  // an uncertain attempt was cancelled; its rerun waits for EvFenced
 )
 
 // Machine is the state of one logical request. Not safe for concurrent use.
@@ -166,7 +169,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.current(ev.Attempt) && m.phase == dispatching {
 			m.phase = waiting
 			m.lastSeen = now
-			m.attempts = append(m.attempts, AttemptInfo{N: ev.Attempt, Replica: ev.Replica, Started: now})
+			m.attempts = append(m.attempts, AttemptInfo{N: ev.Attempt, Replica: ev.Replica, Started: now, Fenceable: ev.Fenceable})
 		}
 	case EvNoReplica:
 		if m.current(ev.Attempt) && m.phase == dispatching {
@@ -200,6 +203,10 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 				m.dialFailures++
 			}
 			m.fail(ev.Attempt, ev.Failure, ev.Reason, ev.Err, now, ev.Dial)
+		}
+	case EvFenced:
+		if m.current(ev.Attempt) && m.phase == fencing {
+			m.startAttempt(true)
 		}
 	case EvClientGone:
 		if m.phase == waiting || m.phase == receiving {
@@ -320,20 +327,35 @@ func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass) {
 	m.phase = noAttempt
 }
 
-// fail handles the failure of the current attempt: fence it, then rerun or end.
+// fail handles the failure of the current attempt: fence it, then rerun or end. An
+// uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
+// its rerun waits for EvFenced, so two attempts are never alive together.
 func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial bool) {
-	m.emit(Action{Kind: ActCancelAttempt, Attempt: attempt, Reason: reason})
+	d := m.shouldRerun(class, dial, now)
+	await := d == rerun && class == Uncertain
+	m.emit(Action{Kind: ActCancelAttempt, Attempt: attempt, Reason: reason, AwaitFence: await})
 	m.endAttempt(now, reason, class)
 	if m.held > 0 {
 		m.held = 0
 		m.emit(Action{Kind: ActDiscardHeld, Attempt: attempt})
 	}
-	d := m.shouldRerun(class, dial, now)
-	if d == rerun {
+	switch {
+	case await:
+		m.phase = fencing
+	case d == rerun:
 		m.startAttempt(true)
-		return
+	default:
+		m.end(m.errorFor(d, class, reason, engineErr))
 	}
-	m.end(m.errorFor(d, class, reason, engineErr))
+}
+
+// fenceable reports whether the current attempt can be proven stopped.
+func (m *Machine) fenceable() bool {
+	if m.cfg.CanFence {
+		return true
+	}
+	n := len(m.attempts)
+	return n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Fenceable
 }
 
 // NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is

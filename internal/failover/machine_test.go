@@ -144,9 +144,39 @@ func TestUncertainBeforeBoundaryRerunsWhenFenceable(t *testing.T) {
 	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
 	s.now = s.now.Add(cfg.FirstTokenTimeout)
 	acts := s.step(Event{Kind: EvTick})
-	// Keepalives fall due first (every 15s); the last tick both keeps alive and fails.
-	if k := kinds(acts); k != "cancel(1) start(2) headers keepalive" {
-		t.Fatalf("actions %q", k)
+	// Keepalives fall due first (every 15s); the last tick both keeps alive and fails. The
+	// rerun waits until the uncertain attempt is proven stopped.
+	if k := kinds(acts); k != "cancel(1) headers keepalive" || !acts[0].AwaitFence {
+		t.Fatalf("actions %q %+v", k, acts)
+	}
+	expectKinds(t, s.step(Event{Kind: EvFenced, Attempt: 2}), "")
+	expectKinds(t, s.step(Event{Kind: EvFenced, Attempt: 1, Reason: "lease_expired"}), "start(2)")
+	expectKinds(t, s.step(Event{Kind: EvFenced, Attempt: 1}), "")
+}
+
+// A worker-side lease is per attempt: a fenceable attempt that goes silent is fenced and
+// rerun; the client leaving while it is fenced ends the request without a rerun.
+func TestFenceableAttemptWaitsForFence(t *testing.T) {
+	cfg := streamCfg()
+	cfg.Keepalive = 0
+	s := newShell(t, cfg)
+	s.step(Event{Kind: EvStart})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: true})
+	s.step(chunk(1, roleOnly))
+	acts := s.step(failed(1, Uncertain, "agent_unreachable"))
+	expectKinds(t, acts, "cancel(1) discard-held(1)")
+	if !acts[0].AwaitFence || s.m.Attempts()[0].EndReason != "agent_unreachable" {
+		t.Fatalf("%+v", acts)
+	}
+	expectKinds(t, s.step(Event{Kind: EvClientGone}), "finish")
+	// After the boundary an uncertain fenceable attempt is interrupted, not awaited.
+	s2 := newShell(t, cfg)
+	s2.step(Event{Kind: EvStart})
+	s2.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: true})
+	s2.step(chunk(1, output))
+	acts = s2.step(failed(1, Uncertain, "agent_unreachable"))
+	if acts[0].AwaitFence || acts[len(acts)-1].Err.Code != "upstream_decode_interrupted" {
+		t.Fatalf("%s", kinds(acts))
 	}
 }
 
@@ -271,6 +301,12 @@ func TestPolicyTable(t *testing.T) {
 				e = &cp
 			}
 			acts := s.step(Event{Kind: EvFailed, Attempt: 1, Failure: c.class, Reason: "r", Err: e})
+			if c.class == Uncertain && c.wantRerun {
+				if !acts[0].AwaitFence {
+					t.Fatalf("an uncertain attempt's rerun must wait for its fence: %+v", acts)
+				}
+				acts = s.step(Event{Kind: EvFenced, Attempt: 1})
+			}
 			last := acts[len(acts)-1]
 			if c.wantRerun {
 				if last.Kind != ActStartAttempt || last.Attempt != 2 || !last.Rerun {

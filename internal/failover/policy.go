@@ -38,7 +38,7 @@ func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) deci
 		return noRerunCommitted
 	case class == Rejected:
 		return noRerunRejected
-	case class == Uncertain && !m.cfg.CanFence:
+	case class == Uncertain && !m.fenceable():
 		return noRerunUnfenced
 	case dial:
 		return rerun

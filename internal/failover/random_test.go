@@ -41,14 +41,16 @@ func TestRandomSchedules(t *testing.T) {
 			}
 			var ev Event
 			switch x := r.IntN(100); {
+			case x >= 95:
+				ev = Event{Kind: EvFenced, Attempt: attempt, Reason: "lease_expired"}
 			case s.pendingStart == cur && x < 60:
 				s.pendingStart = 0
 				if r.IntN(10) == 0 {
 					ev = Event{Kind: EvNoReplica, Attempt: cur}
 				} else {
-					ev = Event{Kind: EvDispatched, Attempt: cur, Replica: string(rune('a' + cur))}
+					ev = Event{Kind: EvDispatched, Attempt: cur, Replica: string(rune('a' + cur)), Fenceable: r.IntN(2) == 0}
 				}
-			case x < 61:
+			case x < 61 && r.IntN(4) == 0:
 				ev = Event{Kind: EvClientGone}
 				s.clientGone = true
 			case x < 68:
