@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/fencegate/fencegate/internal/agent"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -19,6 +20,7 @@ const usage = `fencegate — an honest failover gateway for LLM inference pools
 
 Usage:
   fencegate serve --config FILE     run the gateway
+  fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
 
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout)
 	case "sim":
 		return sim.Main(args[1:], stdout)
+	case "agent":
+		return agent.Main(args[1:], stdout)
 	case "demo":
 		return demo(ctx, args[1:], stdout)
 	case "help", "-h", "--help":

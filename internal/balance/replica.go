@@ -54,7 +54,7 @@ type Replica struct {
 	// PeakOutstanding the most it ever had at once.
 	Outstanding     int
 	PeakOutstanding int
-	Load        Load
+	Load            Load
 
 	deadUntil       time.Time
 	overloadedUntil time.Time

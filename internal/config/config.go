@@ -27,6 +27,29 @@ type Config struct {
 	// Traces, when true, journals each request's input and events (off by default: inputs
 	// may be private).
 	Traces bool `yaml:"traces"`
+	// Leases configures the leases of attempts on replicas with an agent.
+	Leases Leases `yaml:"leases"`
+	// AgentSecretFile holds the secret shared with the agents (their --secret-file), sent
+	// on every renewal and cancel. Optional: agents without a secret accept control calls
+	// from loopback only.
+	AgentSecretFile string `yaml:"agent_secret_file"`
+}
+
+// Leases configures attempt leases (DESIGN §4).
+type Leases struct {
+	// TTL: an agent aborts an attempt whose lease was not renewed for this long. It bounds
+	// how long a cut-off replica keeps decoding, and how long a rerun after a partition
+	// waits. Default 3s.
+	TTL Duration `yaml:"ttl"`
+	// RenewEvery is the period of the batched renewal (the heartbeat). Default 1s, three
+	// renewals per TTL, so one lost renewal never expires a healthy lease.
+	RenewEvery Duration `yaml:"renew_every"`
+	// DriftMargin is added to the gateway's computation of a lease's expiry (clock rate
+	// drift, the agent's timer firing late). Default 500ms.
+	DriftMargin Duration `yaml:"drift_margin"`
+	// HeartbeatTimeout: an agent that acknowledged no renewal for this long is unreachable,
+	// and its attempts uncertain. Default two renewals.
+	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
 }
 
 // Idempotency configures Idempotency-Key handling and the journal's retention.
@@ -84,6 +107,9 @@ type Replica struct {
 	// KVCacheDomain names a group of replicas that share a KV cache; their fingerprints
 	// must be identical.
 	KVCacheDomain string `yaml:"kv_cache_domain"`
+	// Agent marks a replica reached through a fencegate agent (fenced mode): its attempts
+	// hold leases, so an attempt that goes silent can be proven stopped and rerun.
+	Agent bool `yaml:"agent"`
 }
 
 // FingerprintKeys are the fingerprint keys fencegate knows (others are rejected).

@@ -34,6 +34,9 @@ const (
 	DefaultAffinityPrefix    = 512
 	DefaultAffinityBound     = 1.5
 	DefaultPrefillRate       = 10000.0
+	DefaultLeaseTTL          = 3 * time.Second
+	DefaultRenewEvery        = time.Second
+	DefaultDriftMargin       = 500 * time.Millisecond
 )
 
 // Validate fills defaults and checks every field; the error names the field at fault.
@@ -94,6 +97,28 @@ func (c *Config) Validate() error {
 	}
 	if i.MaxReplayBytes < 0 {
 		return fmt.Errorf("idempotency.max_replay_bytes: %d must be positive", i.MaxReplayBytes)
+	}
+	return c.Leases.validate()
+}
+
+func (l *Leases) validate() error {
+	if err := defaultPositive(&l.TTL, DefaultLeaseTTL, "leases.ttl"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&l.RenewEvery, DefaultRenewEvery, "leases.renew_every"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&l.DriftMargin, DefaultDriftMargin, "leases.drift_margin"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&l.HeartbeatTimeout, 2*l.RenewEvery.D(), "leases.heartbeat_timeout"); err != nil {
+		return err
+	}
+	if l.RenewEvery.D()*2 > l.TTL.D() {
+		return fmt.Errorf("leases.renew_every: %s must be at most half of leases.ttl (%s), or one lost renewal expires a healthy lease", l.RenewEvery.D(), l.TTL.D())
+	}
+	if l.HeartbeatTimeout.D() < l.RenewEvery.D() {
+		return fmt.Errorf("leases.heartbeat_timeout: %s must be at least leases.renew_every (%s)", l.HeartbeatTimeout.D(), l.RenewEvery.D())
 	}
 	return nil
 }

@@ -72,13 +72,13 @@ func (o Outcome) String() string {
 
 // Action is one thing the shell must do. Only the fields its Kind names are set.
 type Action struct {
-	Kind      ActionKind
-	Attempt   int
-	Rerun     bool
-	Reason    string
-	Outcome   Outcome
+	Kind       ActionKind
+	Attempt    int
+	Rerun      bool
+	Reason     string
+	Outcome    Outcome
 	WriteDone  bool
 	AsEvent    bool
 	AwaitFence bool
-	Err       *openai.Error
+	Err        *openai.Error
 }

@@ -176,11 +176,11 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 			m.noReplica(ev.Attempt, ev.Reason)
 		}
 	case EvChunk:
-		if m.current(ev.Attempt) && m.phase >= waiting {
+		if m.current(ev.Attempt) && m.active() {
 			m.chunk(ev, now)
 		}
 	case EvBody:
-		if m.current(ev.Attempt) && m.phase >= waiting {
+		if m.current(ev.Attempt) && m.active() {
 			m.endAttempt(now, "completed", 0)
 			m.cross()
 			m.delivered = ev.Tokens
@@ -188,7 +188,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 			m.finish(Completed, false)
 		}
 	case EvEnd:
-		if m.current(ev.Attempt) && m.phase >= waiting {
+		if m.current(ev.Attempt) && m.active() {
 			if m.committed && m.sawFinish {
 				// The engine finished the answer but sent no [DONE]: complete it ourselves.
 				m.endAttempt(now, "completed", 0)
@@ -198,7 +198,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 			m.fail(ev.Attempt, Dead, "closed_mid_stream", nil, now, false)
 		}
 	case EvFailed:
-		if m.current(ev.Attempt) && m.phase >= waiting {
+		if m.current(ev.Attempt) && m.active() {
 			if ev.Dial && !m.committed {
 				m.dialFailures++
 			}
@@ -231,6 +231,12 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 }
 
 func (m *Machine) current(attempt int) bool { return attempt == m.attempt && attempt > 0 }
+
+// active reports whether the current attempt is dispatched and not yet ended.
+func (m *Machine) active() bool { return m.phase == waiting || m.phase == receiving }
+
+// Fencing reports whether the machine waits for EvFenced before a rerun.
+func (m *Machine) Fencing() bool { return m.phase == fencing && !m.done }
 
 func (m *Machine) emit(a Action) { m.out = append(m.out, a) }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/agent"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
@@ -51,7 +52,10 @@ func (rn *run) runAttempt(a *attempt) {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	req.Header.Set("X-Request-Id", rn.id)
-	req.Header.Set("X-Fencegate-Attempt", a.id)
+	req.Header.Set(agent.HeaderAttempt, a.id)
+	if a.link != nil {
+		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.s.cfg.Leases.TTL.D(), rn.s.gatewayID)
+	}
 
 	resp, err := rn.s.client.Do(req)
 	if err != nil {

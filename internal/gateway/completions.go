@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
@@ -92,6 +94,17 @@ func keepaliveFor(stream bool, d time.Duration) time.Duration {
 
 // serve runs attempts until the machine reaches its terminal action.
 func (rn *run) serve() {
+	rn.wake = sync.NewCond(&rn.mu)
+	// The client leaving is noticed even while no attempt is being read (an uncertain
+	// attempt being fenced).
+	stop := context.AfterFunc(rn.r.Context(), func() {
+		rn.mu.Lock()
+		defer rn.mu.Unlock()
+		if !rn.m.Done() {
+			rn.step(failover.Event{Kind: failover.EvClientGone})
+		}
+	})
+	defer stop()
 	rn.mu.Lock()
 	rn.step(failover.Event{Kind: failover.EvStart})
 	for {
@@ -101,12 +114,16 @@ func (rn *run) serve() {
 			break
 		}
 		a := rn.cur
+		if a.ended {
+			// Fenced and waiting for proof that it stopped: EvFenced starts the rerun.
+			rn.wake.Wait()
+			continue
+		}
 		rn.mu.Unlock()
 		rn.runAttempt(a)
 		rn.mu.Lock()
-		if rn.cur == a && !rn.m.Done() {
-			// The attempt returned without the machine deciding anything: that can only be
-			// the gateway fencing it, which already started the next one, or a bug; end it.
+		if rn.live(a) {
+			// The attempt returned without the machine deciding anything; end it.
 			rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "attempt_ended"}, nil)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -218,3 +219,5 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

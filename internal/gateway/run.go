@@ -52,6 +52,9 @@ type run struct {
 
 	timer   *time.Timer
 	armedAt time.Time
+	// wake is signalled after every step; serve waits on it while an uncertain attempt is
+	// being fenced.
+	wake *sync.Cond
 }
 
 // attempt is one try on one replica.
@@ -64,6 +67,9 @@ type attempt struct {
 	cancel  context.CancelFunc
 	ended   bool
 	rec     store.Attempt
+	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
+	link  *agentLink
+	epoch uint64
 }
 
 func (rn *run) now() time.Time { return rn.s.now() }
@@ -81,6 +87,7 @@ func (rn *run) step(ev failover.Event) {
 		}
 	}
 	rn.rearm()
+	rn.wake.Broadcast()
 }
 
 // perform carries out one action of the machine.
@@ -89,7 +96,7 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 	case failover.ActStartAttempt:
 		rn.startAttempt(a.Attempt, now)
 	case failover.ActCancelAttempt:
-		rn.endAttempt(a.Attempt, now, a.Reason, true)
+		rn.endAttempt(a.Attempt, now, a.Reason, true, a.AwaitFence)
 	case failover.ActSendHeaders:
 		h := rn.w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -149,7 +156,10 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	a.id, a.replica, a.url = store.AttemptID(rn.id, num), p.name, p.url
 	a.ctx, a.cancel = context.WithCancel(rn.r.Context())
 	name := p.name
-	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: name, StartedAt: now}
+	if a.link = rn.s.agents[name]; a.link != nil {
+		a.epoch = a.link.grant(a.id, now)
+	}
+	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: name, StartedAt: now, LeaseEpoch: a.epoch}
 	rn.cur = a
 	rn.attempts = append(rn.attempts, a)
 	if rn.keyed {
@@ -170,12 +180,13 @@ func (rn *run) startAttempt(n int, now time.Time) {
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
 	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
-	rn.pending = append(rn.pending, failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: name})
+	rn.pending = append(rn.pending, failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: name, Fenceable: a.link != nil})
 }
 
 // endAttempt closes attempt n's upstream connection and releases its replica. cancel says
-// whether the gateway itself fenced it (as opposed to the attempt completing).
-func (rn *run) endAttempt(n int, now time.Time, reason string, cancel bool) {
+// whether the gateway itself fenced it (as opposed to the attempt completing); awaitFence
+// that a rerun waits for proof that it stopped (its agent's cancel ack or lease expiry).
+func (rn *run) endAttempt(n int, now time.Time, reason string, cancel, awaitFence bool) {
 	for _, a := range rn.attempts {
 		if a.n != n || a.ended {
 			continue
@@ -190,13 +201,16 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel bool) {
 			a.rec.Failure = infos[n-1].Failure.String()
 		}
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
+		if a.link != nil {
+			rn.releaseLease(a, cancel, awaitFence)
+		}
 	}
 }
 
 func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	for _, a := range rn.attempts {
 		if !a.ended {
-			rn.endAttempt(a.n, now, "completed", false)
+			rn.endAttempt(a.n, now, "completed", false, false)
 		}
 	}
 	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
@@ -32,6 +34,11 @@ type Server struct {
 	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
+	// agents are the links to the agents of replicas in fenced mode, by replica name;
+	// epochs numbers every lease this gateway grants.
+	agents        map[string]*agentLink
+	epochs        *lease.Epochs
+	controlClient *http.Client
 
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -72,6 +79,9 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		s.models = append(s.models, m.Name)
 	}
 	s.keys = buildKeys(cfg.Auth)
+	if err := s.linkAgents(); err != nil {
+		return nil, err
+	}
 	if s.gatewayID == "" {
 		s.gatewayID = defaultGatewayID()
 	}
@@ -125,6 +135,9 @@ func (s *Server) Start() {
 		s.goBackground(func() { s.probeLoop(ctx, p) })
 		s.goBackground(func() { s.scrapeLoop(ctx, p) })
 	}
+	for _, l := range s.agents {
+		s.goBackground(func() { l.renewLoop(ctx) })
+	}
 	s.goBackground(func() { s.ownerLoop(ctx) })
 	s.goBackground(func() { s.sweepLoop(ctx) })
 }
@@ -155,6 +168,41 @@ func (s *Server) Close() error {
 	}
 	if err != nil {
 		return fmt.Errorf("gateway: close: %w", err)
+	}
+	return nil
+}
+
+// linkAgents prepares the lease trackers of replicas in fenced mode. Replica names are
+// unique per pool; an agent is keyed by its replica's name, so two pools must not name
+// different agents alike.
+func (s *Server) linkAgents() error {
+	s.agents = make(map[string]*agentLink)
+	s.epochs = lease.NewEpochs(lease.SeedFromTime(time.Now()))
+	// Renewals and cancels get their own connections: a data stream's slow connection
+	// must never delay a heartbeat.
+	s.controlClient = upstream.NewClient(s.cfg.Health.DialTimeout.D())
+	secret := ""
+	if f := s.cfg.AgentSecretFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("gateway: agent_secret_file: %w", err)
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	for _, m := range s.cfg.Models {
+		for _, r := range m.Replicas {
+			if !r.Agent {
+				continue
+			}
+			if _, dup := s.agents[r.Name]; dup {
+				return fmt.Errorf("gateway: replica name %q is used by two agents; give them distinct names", r.Name)
+			}
+			l, err := s.newAgentLink(s.pools[m.Name], r.Name, r.URL, secret)
+			if err != nil {
+				return fmt.Errorf("gateway: replica %s: %w", r.Name, err)
+			}
+			s.agents[r.Name] = l
+		}
 	}
 	return nil
 }

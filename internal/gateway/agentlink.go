@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/agent"
+	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/enginemetrics"
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/upstream"
+)
+
+// agentLink is the gateway's connection to one replica's agent: the leases of its attempts
+// there (a lease.Tracker behind a lock), their batched renewal, which doubles as the
+// heartbeat, and cancels.
+type agentLink struct {
+	s       *Server
+	pool    *pool
+	replica string
+	client  *agent.Client
+
+	mu      sync.Mutex
+	tracker *lease.Tracker
+	down    bool // the heartbeat failed and has not come back
+}
+
+func (s *Server) newAgentLink(p *pool, replica, url, secret string) (*agentLink, error) {
+	l := s.cfg.Leases
+	tr, err := lease.NewTracker(s.epochs, lease.TrackerConfig{TTL: l.TTL.D(), DriftMargin: l.DriftMargin.D(), HeartbeatTimeout: l.HeartbeatTimeout.D()})
+	if err != nil {
+		return nil, err
+	}
+	return &agentLink{s: s, pool: p, replica: replica, tracker: tr,
+		client: &agent.Client{BaseURL: url, Secret: secret, HTTP: s.controlClient}}, nil
+}
+
+// grant starts the lease of an attempt about to be sent; its epoch goes in the headers.
+func (l *agentLink) grant(attempt string, now time.Time) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tracker.Grant(attempt, now)
+}
+
+// forget drops an attempt whose lease no longer matters (it ended, or was proven stopped).
+func (l *agentLink) forget(attempt string) {
+	l.mu.Lock()
+	l.tracker.Remove(attempt)
+	l.mu.Unlock()
+}
+
+// fence stops renewing an attempt and returns when its lease has certainly expired.
+func (l *agentLink) fence(attempt string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tracker.Fence(attempt)
+	return l.tracker.ExpiresBy(attempt)
+}
+
+// renewLoop renews every live lease on the agent once per renew_every, in one call. A
+// failed heartbeat makes the agent's running attempts uncertain.
+func (l *agentLink) renewLoop(ctx context.Context) {
+	every := l.s.cfg.Leases.RenewEvery.D()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.renew(ctx, every)
+	}
+}
+
+func (l *agentLink) renew(ctx context.Context, timeout time.Duration) {
+	l.mu.Lock()
+	seq, leases := l.tracker.RenewalSent(l.s.now())
+	l.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	reply, err := l.client.Renew(rctx, agent.RenewRequest{Gateway: l.s.gatewayID, TTLms: l.s.cfg.Leases.TTL.D().Milliseconds(), Leases: leases})
+	cancel()
+	now := l.s.now()
+	l.mu.Lock()
+	if err == nil {
+		l.tracker.RenewalAcked(seq, now, reply.Statuses())
+	}
+	failed := l.tracker.HeartbeatFailed(now)
+	wasDown := l.down
+	l.down = failed
+	l.mu.Unlock()
+	if err == nil {
+		fp := map[string]string{}
+		for k, v := range reply.Fingerprint {
+			fp[k] = v
+		}
+		l.pool.report(l.replica, enginemetrics.Snapshot{Running: reply.Engine.Running, Waiting: reply.Engine.Waiting,
+			KVUsage: reply.Engine.KVUsage, CacheConfig: fp, Known: reply.Engine.Up}, now)
+	}
+	if !failed {
+		if wasDown {
+			l.pool.probeResult(l.replica, true, "")
+			l.s.log.Info("agent heartbeat is back", "replica", l.replica)
+		}
+		return
+	}
+	// Unreachable: no new work, and every running attempt there is uncertain.
+	l.pool.with(l.replica, func(r *balance.Replica) {
+		l.pool.b.MarkDead(r, now, l.s.cfg.Leases.HeartbeatTimeout.D(), "agent heartbeat failed")
+	})
+	if !wasDown {
+		l.s.log.Warn("agent heartbeat failed", "replica", l.replica, "err", err)
+	}
+	for a, rn := range l.pool.attemptsOn(l.replica) {
+		rn.mu.Lock()
+		if rn.live(a) {
+			rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: "agent_unreachable"}, nil)
+			rn.flush()
+			rn.checkClient()
+		}
+		rn.mu.Unlock()
+	}
+}
+
+// cancel asks the agent to end an attempt. The reply comes only once the engine request
+// has ended; it reports whether the agent acknowledged.
+func (l *agentLink) cancel(ctx context.Context, attempt string, epoch uint64) bool {
+	reply, err := l.client.Cancel(ctx, attempt, epoch)
+	return err == nil && reply.Acked
+}
