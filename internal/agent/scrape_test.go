@@ -1,12 +1,11 @@
 package agent
 
 import (
-	"strings"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 func TestLoadAndFingerprintFromMetrics(t *testing.T) {
@@ -50,15 +49,18 @@ sglang:token_usage{model_name="qwen"} 0.42
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := expfmt.NewTextParser(model.UTF8Validation)
-			families, err := p.TextToMetricFamilies(strings.NewReader(tc.text))
+			engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, tc.text)
+			}))
+			defer engine.Close()
+			a := startAgent(t, Config{Engine: engine.URL})
+			got, fp, err := a.scrape(testContext(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := loadFrom(families); got != tc.want {
+			if got != tc.want {
 				t.Fatalf("load %+v, want %+v", got, tc.want)
 			}
-			fp := fingerprintFrom(families)
 			if len(fp) != len(tc.fingerprint) {
 				t.Fatalf("fingerprint %v, want %v", fp, tc.fingerprint)
 			}

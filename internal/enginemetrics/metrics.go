@@ -22,6 +22,8 @@ type Snapshot struct {
 	KVUsage float64
 	// CacheConfig holds the labels of vllm:cache_config_info (block_size, cache_dtype, ...).
 	CacheConfig map[string]string
+	// Model is the served model's name (the model_name label of the load metrics).
+	Model string
 	// Known is false when none of the known metric names was present.
 	Known bool
 }
@@ -44,6 +46,7 @@ func Parse(r io.Reader) (Snapshot, error) {
 	var s Snapshot
 	var ok bool
 	var v float64
+	s.Model = modelName(fams)
 	if v, ok = sum(fams, runningNames); ok {
 		s.Running, s.Known = int(v), true
 	}
@@ -98,4 +101,22 @@ func maxOf(fams map[string]*dto.MetricFamily, names []string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// modelName reads the model_name label of the first load metric that has one.
+func modelName(fams map[string]*dto.MetricFamily) string {
+	for _, names := range [][]string{runningNames, waitingNames} {
+		for _, n := range names {
+			f := fams[n]
+			if f == nil || len(f.GetMetric()) == 0 {
+				continue
+			}
+			for _, l := range f.GetMetric()[0].GetLabel() {
+				if l.GetName() == "model_name" {
+					return l.GetValue()
+				}
+			}
+		}
+	}
+	return ""
 }

@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Known || s.Running != 3 || s.Waiting != 7 || s.KVUsage != 0.42 || s.CacheConfig["block_size"] != "16" {
+	if !s.Known || s.Running != 3 || s.Waiting != 7 || s.KVUsage != 0.42 || s.CacheConfig["block_size"] != "16" || s.Model != "m" {
 		t.Fatalf("vllm %+v", s)
 	}
 	s, err = Parse(strings.NewReader(sglangText))
