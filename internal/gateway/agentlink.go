@@ -59,23 +59,10 @@ func (l *agentLink) fence(attempt string) time.Time {
 	return l.tracker.ExpiresBy(attempt)
 }
 
-// renewLoop renews every live lease on the agent once per renew_every, in one call. A
-// failed heartbeat makes the agent's running attempts uncertain.
-func (l *agentLink) renewLoop(ctx context.Context) {
-	every := l.s.cfg.Leases.RenewEvery.D()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		l.renew(ctx, every)
-	}
-}
-
-func (l *agentLink) renew(ctx context.Context, timeout time.Duration) {
+// renew renews every live lease on the agent in one call (each renew_every, bounded by
+// it). A failed heartbeat makes the agent's running attempts uncertain.
+func (l *agentLink) renew(ctx context.Context) {
+	timeout := l.s.cfg.Leases.RenewEvery.D()
 	l.mu.Lock()
 	seq, leases := l.tracker.RenewalSent(l.s.now())
 	l.mu.Unlock()

@@ -8,12 +8,9 @@ import (
 // sweepEvery is the period of the deletion of expired journal rows.
 const sweepEvery = time.Minute
 
-// ownerLoop renews this gateway's ownership of its running requests every third of the
-// owner lease, so that one or two failed renewals do not let another gateway take a
-// healthy request over.
-func (s *Server) ownerLoop(ctx context.Context) {
-	lease := s.cfg.Idempotency.OwnerLease.D()
-	t := time.NewTicker(lease / 3)
+// every calls f each period until ctx ends (the first call after one period).
+func every(ctx context.Context, period time.Duration, f func(context.Context)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -21,28 +18,27 @@ func (s *Server) ownerLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, lease/3)
-		if _, err := s.store.RenewOwner(rctx, s.gatewayID, s.now().Add(lease)); err != nil && ctx.Err() == nil {
-			s.log.Warn("owner lease renewal failed", "gateway", s.gatewayID, "err", err)
-		}
-		cancel()
+		f(ctx)
 	}
 }
 
-// sweepLoop deletes journal rows (and so idempotency keys) past their retention.
-func (s *Server) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := s.store.Sweep(ctx, s.now()); err != nil && ctx.Err() == nil {
-			s.log.Warn("journal sweep failed", "err", err)
-		} else if n > 0 {
-			s.log.Info("journal sweep", "deleted", n)
-		}
+// renewOwner extends this gateway's ownership of its running requests; it runs every
+// third of the owner lease, so that one or two failed renewals do not let another gateway
+// take a healthy request over.
+func (s *Server) renewOwner(ctx context.Context) {
+	lease := s.cfg.Idempotency.OwnerLease.D()
+	rctx, cancel := context.WithTimeout(ctx, lease/3)
+	defer cancel()
+	if _, err := s.store.RenewOwner(rctx, s.gatewayID, s.now().Add(lease)); err != nil && ctx.Err() == nil {
+		s.log.Warn("owner lease renewal failed", "gateway", s.gatewayID, "err", err)
+	}
+}
+
+// sweep deletes journal rows (and so idempotency keys) past their retention.
+func (s *Server) sweep(ctx context.Context) {
+	if n, err := s.store.Sweep(ctx, s.now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("journal sweep failed", "err", err)
+	} else if n > 0 {
+		s.log.Info("journal sweep", "deleted", n)
 	}
 }

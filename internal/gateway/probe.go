@@ -5,26 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 )
 
-// probeLoop checks every replica of p with GET /health every probe_every.
-func (s *Server) probeLoop(ctx context.Context, p *pool) {
-	t := time.NewTicker(s.cfg.Health.ProbeEvery.D())
-	defer t.Stop()
-	for {
-		for _, tg := range p.targets() {
-			ok, reason := s.probe(ctx, tg.url)
-			if ctx.Err() != nil {
-				return
-			}
-			p.probeResult(tg.name, ok, reason)
-		}
-		select {
-		case <-ctx.Done():
+// probePool checks every replica of p with GET /health.
+func (s *Server) probePool(ctx context.Context, p *pool) {
+	for _, tg := range p.targets() {
+		ok, reason := s.probe(ctx, tg.url)
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
+		p.probeResult(tg.name, ok, reason)
 	}
 }
 

@@ -18,21 +18,8 @@ import (
 // maxMetricsBody bounds what is read of an engine's /metrics.
 const maxMetricsBody = 4 << 20
 
-// scrapeLoop reads every replica's /metrics each scrape_every: the load that routing and
+// scrapePool reads every replica's /metrics (each scrape_every): the load that routing and
 // load shedding use, and the fingerprint labels checked against the configuration.
-func (s *Server) scrapeLoop(ctx context.Context, p *pool) {
-	t := time.NewTicker(s.cfg.Health.ScrapeEvery.D())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.scrapePool(ctx, p)
-	}
-}
-
 func (s *Server) scrapePool(ctx context.Context, p *pool) {
 	for _, tg := range p.targets() {
 		snap, err := s.scrape(ctx, tg.url)

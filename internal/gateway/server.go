@@ -132,14 +132,16 @@ func (s *Server) Start() {
 	for _, p := range s.pools {
 		// One scrape before serving, so that fingerprints and load are known from the start.
 		s.scrapePool(ctx, p)
-		s.goBackground(func() { s.probeLoop(ctx, p) })
-		s.goBackground(func() { s.scrapeLoop(ctx, p) })
+		s.probePool(ctx, p)
+		h := s.cfg.Health
+		s.goBackground(func() { every(ctx, h.ProbeEvery.D(), func(ctx context.Context) { s.probePool(ctx, p) }) })
+		s.goBackground(func() { every(ctx, h.ScrapeEvery.D(), func(ctx context.Context) { s.scrapePool(ctx, p) }) })
 	}
 	for _, l := range s.agents {
-		s.goBackground(func() { l.renewLoop(ctx) })
+		s.goBackground(func() { every(ctx, s.cfg.Leases.RenewEvery.D(), l.renew) })
 	}
-	s.goBackground(func() { s.ownerLoop(ctx) })
-	s.goBackground(func() { s.sweepLoop(ctx) })
+	s.goBackground(func() { every(ctx, s.cfg.Idempotency.OwnerLease.D()/3, s.renewOwner) })
+	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
 }
 
 func (s *Server) goBackground(f func()) {
