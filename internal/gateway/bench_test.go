@@ -86,3 +86,18 @@ func BenchmarkKeyedTTFT(b *testing.B) {
 		benchStreamKeyed(b, e.srv.URL, 16, true)
 	})
 }
+
+// BenchmarkAgent measures what the agent adds, against the engine directly, in one run:
+// the agent alone (a request without a lease is proxied unfenced), and the whole fenced
+// path (gateway → agent with a lease checked before every event → engine) next to the
+// gateway in direct mode.
+func BenchmarkAgent(b *testing.B) {
+	f := newFencedEnv(b, nil)
+	direct := newEnv(b, envOptions{sims: f.sims[:1]})
+	for _, tokens := range []int{16, 256} {
+		b.Run(fmt.Sprintf("engine/tokens=%d", tokens), func(b *testing.B) { benchStream(b, f.sims[0].URL(), tokens) })
+		b.Run(fmt.Sprintf("agent/tokens=%d", tokens), func(b *testing.B) { benchStream(b, f.agents[0].URL(), tokens) })
+		b.Run(fmt.Sprintf("gateway-direct/tokens=%d", tokens), func(b *testing.B) { benchStream(b, direct.srv.URL, tokens) })
+		b.Run(fmt.Sprintf("gateway-fenced/tokens=%d", tokens), func(b *testing.B) { benchStream(b, f.srv.URL, tokens) })
+	}
+}

@@ -31,7 +31,7 @@ type fencedEnv struct {
 	proxies []*faultproxy.Proxy
 }
 
-func newFencedEnv(t *testing.T, simCfg func(i int, c *sim.Config)) *fencedEnv {
+func newFencedEnv(t testing.TB, simCfg func(i int, c *sim.Config)) *fencedEnv {
 	t.Helper()
 	f := &fencedEnv{}
 	var sims []*sim.Server
