@@ -57,7 +57,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		tenant = k.ID
 	}
 	now := s.now()
-	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model}
+	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model, start: now}
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.cfg.Idempotency.OwnerLease.D()),

@@ -221,3 +221,15 @@ func testCtx(t *testing.T) context.Context {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// metrics returns the gateway's Prometheus exposition.
+func (e *env) metrics() string {
+	e.t.Helper()
+	resp, err := http.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,17 @@ func rerunScenario(t *testing.T, fault, wantFailure string) {
 	}
 	if got := e.simRequests(0, r.requestID); len(got) != 1 || got[0].TokensSent != 0 {
 		t.Fatalf("replica 1 records %+v", got)
+	}
+	m := e.metrics()
+	for _, want := range []string{
+		`fencegate_reruns_total{model="sim-model"} 1`,
+		`fencegate_requests_total{model="sim-model",outcome="completed"} 1`,
+		`fencegate_attempts_total{end="` + wantFailure + `",model="sim-model",replica="sim-1"} 1`,
+		`fencegate_attempts_total{end="completed",model="sim-model",replica="sim-2"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, m)
+		}
 	}
 	// Nothing of replica 1's answer reached the client.
 	if e.sims[0].Restart() == nil {

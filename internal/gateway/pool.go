@@ -165,3 +165,13 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 	}
 	return list, available
 }
+
+// revision is the weights revision of the named replica, if known.
+func (p *pool) revision(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.b.Find(name); r != nil {
+		return r.Fingerprint["revision"]
+	}
+	return ""
+}

@@ -34,6 +34,9 @@ type run struct {
 	model       string
 	attemptBase int
 	affinity    uint64 // prefix-affinity key of the prompt (0: none)
+	start       time.Time
+	revision    string // weights revision of the replica serving the current attempt
+	slowCounted bool
 	tokenized   bool   // the prompt's tokens were counted by an engine
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
@@ -94,6 +97,9 @@ func (rn *run) step(ev failover.Event) {
 func (rn *run) perform(a failover.Action, now time.Time) {
 	switch a.Kind {
 	case failover.ActStartAttempt:
+		if a.Rerun {
+			rn.s.metrics.reruns.WithLabelValues(rn.model).Inc()
+		}
 		rn.startAttempt(a.Attempt, now)
 	case failover.ActCancelAttempt:
 		rn.endAttempt(a.Attempt, now, a.Reason, true, a.AwaitFence)
@@ -106,13 +112,18 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		rn.status = http.StatusOK
 		rn.dirty = true
 	case failover.ActKeepalive:
+		if !rn.slowCounted {
+			rn.slowCounted = true
+			rn.s.metrics.softTimeouts.WithLabelValues(rn.model).Inc()
+		}
 		rn.write(sse.KeepaliveEvent)
 		rn.flush()
 	case failover.ActMarkFirstDelta:
 		// Recorded before the write that follows (DESIGN §2). A keyed request's latch was
 		// made durable before the machine saw the event (see recordBoundary); the journal
 		// write here is asynchronous, off the token path.
-		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true})
+		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision})
+		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
 	case failover.ActDiscardHeld:
@@ -148,6 +159,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 		reason := ""
 		if p.shed {
 			reason = failover.NoReplicaOverloaded
+			rn.s.metrics.shed.WithLabelValues(rn.model).Inc()
 		}
 		rn.pending = append(rn.pending, failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
 		return
@@ -156,6 +168,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	a.id, a.replica, a.url = store.AttemptID(rn.id, num), p.name, p.url
 	a.ctx, a.cancel = context.WithCancel(rn.r.Context())
 	name := p.name
+	rn.revision = rn.pool.revision(name)
 	if a.link = rn.s.agents[name]; a.link != nil {
 		a.epoch = a.link.grant(a.id, now)
 	}
@@ -200,6 +213,14 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel, awaitFenc
 		if infos := rn.m.Attempts(); len(infos) >= n && infos[n-1].Failure != 0 {
 			a.rec.Failure = infos[n-1].Failure.String()
 		}
+		end := a.rec.Failure
+		if end == "" {
+			end = "completed"
+			if cancel {
+				end = "cancelled"
+			}
+		}
+		rn.s.metrics.attempts.WithLabelValues(rn.model, a.replica, end).Inc()
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 		if a.link != nil {
 			rn.releaseLease(a, cancel, awaitFence)
@@ -215,6 +236,8 @@ func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	}
 	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
 		DeliveredOutputTokens: int64(rn.m.Delivered())}
+	rn.s.metrics.requests.WithLabelValues(rn.model, o.String()).Inc()
+	rn.s.metrics.delivered.WithLabelValues(rn.model).Add(float64(rn.m.Delivered()))
 	if e != nil {
 		u.Error = e.AppendJSON(nil)
 	}

@@ -39,6 +39,7 @@ type Server struct {
 	agents        map[string]*agentLink
 	epochs        *lease.Epochs
 	controlClient *http.Client
+	metrics       *metrics
 
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
@@ -94,6 +95,7 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		s.ownStore = true
 	}
 	s.journal = store.NewJournal(s.store, store.JournalOptions{Logger: s.log})
+	s.metrics = newMetrics(s)
 	return s, nil
 }
 
@@ -120,6 +122,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("/", s.withRequestID(s.handleNotFound))
 	return mux
 }

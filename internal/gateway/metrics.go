@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the gateway's Prometheus metrics. Every update is per request or per attempt,
+// never per token: the token path stays free of them.
+type metrics struct {
+	reg          *prometheus.Registry
+	requests     *prometheus.CounterVec
+	attempts     *prometheus.CounterVec
+	reruns       *prometheus.CounterVec
+	shed         *prometheus.CounterVec
+	softTimeouts *prometheus.CounterVec
+	ttft         *prometheus.HistogramVec
+	delivered    *prometheus.CounterVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_requests_total",
+		Help: "Logical requests by how they ended (completed, interrupted, failed, cancelled)."}, []string{"model", "outcome"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_attempts_total",
+		Help: "Attempts by replica and how they ended (completed, dead, uncertain, overloaded, rejected, cancelled)."}, []string{"model", "replica", "end"})
+	m.reruns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_reruns_total",
+		Help: "Reruns of a request on another replica before the delivery boundary."}, []string{"model"})
+	m.shed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_shed_total",
+		Help: "Requests answered 429 because every replica was at its load limit."}, []string{"model"})
+	m.softTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_slow_first_token_total",
+		Help: "Streams whose first token took longer than the keepalive period (a soft timeout: never a failover)."}, []string{"model"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fencegate_time_to_first_token_seconds",
+		Help:    "From request accepted to the first output-bearing write.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"model"})
+	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_delivered_output_tokens_total",
+		Help: "Output tokens (output-bearing chunks) written to clients."}, []string{"model"})
+	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// poolCollector reports replica state, load and the retry budget at scrape time.
+type poolCollector struct{ s *Server }
+
+var (
+	replicaStateDesc = prometheus.NewDesc("fencegate_replica_state", "1 for the replica's current state.",
+		[]string{"model", "replica", "state"}, nil)
+	replicaOutstandingDesc = prometheus.NewDesc("fencegate_replica_outstanding", "Attempts this gateway has in flight on the replica.",
+		[]string{"model", "replica"}, nil)
+	replicaWaitingDesc = prometheus.NewDesc("fencegate_replica_engine_waiting", "Requests waiting in the engine, as it last reported.",
+		[]string{"model", "replica"}, nil)
+	budgetDesc = prometheus.NewDesc("fencegate_retry_budget_tokens", "Reruns the pool's retry budget allows now.",
+		[]string{"model"}, nil)
+	journalPendingDesc = prometheus.NewDesc("fencegate_journal_pending", "Journal mutations waiting to be written.", nil, nil)
+)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- replicaStateDesc
+	ch <- replicaOutstandingDesc
+	ch <- replicaWaitingDesc
+	ch <- budgetDesc
+	ch <- journalPendingDesc
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.s.now()
+	for name, p := range c.s.pools {
+		p.mu.Lock()
+		for _, r := range p.b.Replicas {
+			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, r.StateAt(now, p.b.Limits).String())
+			ch <- prometheus.MustNewConstMetric(replicaOutstandingDesc, prometheus.GaugeValue, float64(r.Outstanding), name, r.Name)
+			ch <- prometheus.MustNewConstMetric(replicaWaitingDesc, prometheus.GaugeValue, float64(r.Load.Waiting), name, r.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, p.budget.Tokens(now), name)
+		p.mu.Unlock()
+	}
+	ch <- prometheus.MustNewConstMetric(journalPendingDesc, prometheus.GaugeValue, float64(c.s.journal.Stats().Pending))
+}
+
+// observeFirstDelta records the time to first token of a request accepted at start.
+func (m *metrics) observeFirstDelta(model string, start, now time.Time) {
+	m.ttft.WithLabelValues(model).Observe(now.Sub(start).Seconds())
+}
