@@ -37,7 +37,7 @@ type run struct {
 	start       time.Time
 	revision    string // weights revision of the replica serving the current attempt
 	slowCounted bool
-	tokenized   bool   // the prompt's tokens were counted by an engine
+	tokenized   bool // the prompt's tokens were counted by an engine
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
 	keyed          bool
