@@ -20,6 +20,8 @@ import (
 // Limits on what the gateway reads from an engine.
 const (
 	boundaryWriteTimeout = 5 * time.Second
+	maxDrain             = 64 << 10
+	maxDrainWait         = 100 * time.Millisecond
 	maxEngineErrorBody   = 64 << 10
 	maxEngineBody        = 64 << 20
 	readChunk            = 32 << 10
@@ -62,7 +64,26 @@ func (rn *run) runAttempt(a *attempt) {
 		rn.locked(func() { rn.upstreamError(a, err) })
 		return
 	}
-	defer resp.Body.Close()
+	defer func() {
+		rn.mu.Lock()
+		completed := a.completed
+		rn.mu.Unlock()
+		if !completed {
+			resp.Body.Close()
+			a.cancel()
+			return
+		}
+		// The answer is complete, but the response may not be at EOF yet (the chunked
+		// terminator after [DONE]); reading it lets the transport reuse the connection
+		// instead of dialling a new one for the next request. It is read before the
+		// handler returns, so the connection is back in the pool when the client sees the
+		// end of its response, bounded in case an engine keeps the response open.
+		stop := time.AfterFunc(maxDrainWait, a.cancel)
+		io.CopyN(io.Discard, resp.Body, maxDrain)
+		stop.Stop()
+		resp.Body.Close()
+		a.cancel()
+	}()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxEngineErrorBody))
 		f := upstream.ClassifyStatus(resp.StatusCode)

@@ -62,14 +62,15 @@ type run struct {
 
 // attempt is one try on one replica.
 type attempt struct {
-	n       int
-	id      string
-	replica string
-	url     string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	ended   bool
-	rec     store.Attempt
+	n         int
+	id        string
+	replica   string
+	url       string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	ended     bool
+	rec       store.Attempt
+	completed bool // ended with the request's answer; its connection may be reused
 	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	link  *agentLink
 	epoch uint64
@@ -81,14 +82,14 @@ func (rn *run) now() time.Time { return rn.s.now() }
 // follow-up events those actions produced. Callers hold mu.
 func (rn *run) step(ev failover.Event) {
 	rn.pending = append(rn.pending, ev)
-	for len(rn.pending) > 0 {
-		ev := rn.pending[0]
-		rn.pending = rn.pending[1:]
+	for i := 0; i < len(rn.pending); i++ {
+		ev := rn.pending[i]
 		now := rn.now()
 		for _, a := range rn.m.Step(ev, now) {
 			rn.perform(a, now)
 		}
 	}
+	rn.pending = rn.pending[:0]
 	rn.rearm()
 	rn.wake.Broadcast()
 }
@@ -205,7 +206,13 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel, awaitFenc
 			continue
 		}
 		a.ended = true
-		a.cancel()
+		if cancel {
+			a.cancel()
+		} else {
+			// Completed: its reader drains the response so that the connection goes back
+			// to the pool, then cancels (see runAttempt).
+			a.completed = true
+		}
 		rn.pool.release(a.replica, a)
 		a.rec.EndedAt = now
 		a.rec.EndReason = reason
