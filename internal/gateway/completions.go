@@ -70,9 +70,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
-	if s.cfg.Traces {
-		s.journal.Submit(store.AddTrace{Event: store.TraceEvent{RequestID: rn.id, Seq: 0, At: now, Kind: "input", Payload: body}})
-	}
+	rn.trace(now, "input", body)
 	p.onRequest(now)
 	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	cfg := s.cfg.Policy

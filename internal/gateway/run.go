@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -37,6 +38,7 @@ type run struct {
 	start       time.Time
 	revision    string // weights revision of the replica serving the current attempt
 	slowCounted bool
+	traceSeq    int64
 	tokenized   bool // the prompt's tokens were counted by an engine
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
@@ -125,6 +127,7 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		// write here is asynchronous, off the token path.
 		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision})
 		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
+		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
 	case failover.ActDiscardHeld:
@@ -194,6 +197,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
 	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
+	rn.trace(now, "attempt_started", attemptTrace{Attempt: a.id, Replica: name, Epoch: a.epoch, Revision: rn.revision})
 	rn.pending = append(rn.pending, failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: name, Fenceable: a.link != nil})
 }
 
@@ -228,6 +232,7 @@ func (rn *run) endAttempt(n int, now time.Time, reason string, cancel, awaitFenc
 			}
 		}
 		rn.s.metrics.attempts.WithLabelValues(rn.model, a.replica, end).Inc()
+		rn.trace(now, "attempt_ended", attemptTrace{Attempt: a.id, Replica: a.replica, EndReason: reason, Failure: a.rec.Failure})
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 		if a.link != nil {
 			rn.releaseLease(a, cancel, awaitFence)
@@ -251,6 +256,8 @@ func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	if rn.keyed && !rn.replayOverflow && o != failover.Cancelled {
 		u.Response, u.ResponseIsSSE, u.ResponseStatus = rn.replay, rn.req.Stream, rn.status
 	}
+	// Traced before the final update, so a reader that sees the outcome sees every trace.
+	rn.trace(now, "finished", map[string]any{"outcome": o.String(), "delivered_output_tokens": rn.m.Delivered(), "error": json.RawMessage(u.Error)})
 	rn.update(u)
 	if rn.timer != nil {
 		rn.timer.Stop()
