@@ -243,3 +243,27 @@ func TestNonStreamRerun(t *testing.T) {
 		t.Fatalf("got %q want %q", resp.Choices[0].Message.Content, want)
 	}
 }
+
+// An engine that rejects the input itself (4xx) is not rerun, and its error — whatever its
+// shape, here old vLLM's flat body with an integer code — reaches the client in the OpenAI
+// shape with a string code.
+func TestEngineRejectionIsNormalisedAndNotRerun(t *testing.T) {
+	e := newEnv(t, envOptions{sim: func(i int, c *sim.Config) { c.LegacyErrors = true }})
+	resp := post(t, e.srv.URL+"/v1/chat/completions",
+		`{"model":"sim-model","max_tokens":100000,"messages":[{"role":"user","content":"too long an answer"}]}`)
+	b := readAll(t, resp)
+	var env struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(b), &env); err != nil || resp.StatusCode != 400 || env.Error.Code == nil ||
+		env.Error.Type != "invalid_request_error" || env.Error.Message == "" {
+		t.Fatalf("engine rejection reached the client as %d %s", resp.StatusCode, b)
+	}
+	if n := e.totalSimRequests(); n != 1 {
+		t.Fatalf("%d upstream requests, want 1 (a rejected input is not rerun)", n)
+	}
+}

@@ -289,6 +289,19 @@ func TestAdminDeclaresReplicaDead(t *testing.T) {
 	if bad.StatusCode != 400 {
 		t.Fatalf("bad state: %d", bad.StatusCode)
 	}
+	if unknown := post(t, e.srv.URL+"/admin/replicas/sim-model/nope", `{"state":"dead"}`); unknown.StatusCode != 404 {
+		t.Fatalf("unknown replica: %d", unknown.StatusCode)
+	}
+	// Draining: no new work, and back to work when active again.
+	post(t, e.srv.URL+"/admin/replicas/sim-model/sim-1", `{"state":"active"}`)
+	post(t, e.srv.URL+"/admin/replicas/sim-model/sim-2", `{"state":"draining"}`)
+	before := len(e.sims[1].Records())
+	if r := e.stream(testCtx(t), chatParams("not on the draining one", 2)); r.err != nil || len(e.simRequests(0, r.requestID)) != 1 {
+		t.Fatalf("while sim-2 drains: %+v", r)
+	}
+	if len(e.sims[1].Records()) != before {
+		t.Fatal("a draining replica got new work")
+	}
 }
 
 // simRequestsOf is simRequests for a replica given by value.
