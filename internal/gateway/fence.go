@@ -37,7 +37,7 @@ func (rn *run) releaseLease(a *attempt, cancelled, awaitFence bool) {
 			a.link.forget(a.id)
 		})
 	}
-	timer := time.AfterFunc(time.Until(expires), func() { fenced("lease_expired", false) })
+	timer := time.AfterFunc(expires.Sub(rn.s.now()), func() { fenced("lease_expired", false) })
 	ctx, cancel := context.WithDeadline(context.Background(), expires)
 	go func() {
 		defer cancel()

@@ -80,7 +80,12 @@ func replay(w http.ResponseWriter, prev *store.Request) {
 		return
 	}
 	e := errorOf(prev.Error)
-	if e == nil {
+	switch {
+	case e != nil:
+	case prev.Outcome == store.OutcomeCancelled:
+		e = &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_cancelled",
+			Message: "the request with this Idempotency-Key was cancelled when its client went away; send it again with a new Idempotency-Key"}
+	default:
 		e = &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "replay_unavailable",
 			Message: "this request finished (" + string(prev.Outcome) + ") but its response was too large to keep for replay; send it again with a new Idempotency-Key"}
 	}

@@ -157,3 +157,29 @@ func TestTraces(t *testing.T) {
 		t.Fatalf("traces written while off: %v %v", events, err)
 	}
 }
+
+// A keyed request whose client went away is not rerun silently under the same key.
+func TestIdempotencyCancelled(t *testing.T) {
+	e := newEnv(t, envOptions{sim: func(i int, c *sim.Config) { c.DecodePerToken = 20 * time.Millisecond }})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(keyedBody))
+	req.Header.Set("Idempotency-Key", "k-gone")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	readUntilContent(t, resp)
+	cancel()
+	resp.Body.Close()
+	if rec := e.record(id); rec.Outcome != "cancelled" {
+		t.Fatalf("journal %+v", rec)
+	}
+	again := post(t, e.srv.URL+"/v1/chat/completions", keyedBody, "Idempotency-Key", "k-gone")
+	if b := readAll(t, again); again.StatusCode != http.StatusConflict || !strings.Contains(b, "idempotency_key_cancelled") {
+		t.Fatalf("retry of a cancelled request: %d %s", again.StatusCode, b)
+	}
+	if n := e.totalSimRequests(); n != 1 {
+		t.Fatalf("%d upstream requests", n)
+	}
+}
