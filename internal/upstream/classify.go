@@ -52,7 +52,9 @@ func ClassifyStatus(status int) Failure {
 		return Failure{Class: failover.Overloaded, Reason: "engine_status_429"}
 	case status == http.StatusServiceUnavailable:
 		return Failure{Class: failover.Overloaded, Reason: "engine_status_503"}
-	case status >= 500:
+	case status >= 500, status < 400:
+		// A 5xx is the engine failing; anything below 400 but 200 is not an answer the
+		// OpenAI protocol has, so the engine is treated as broken, not the input.
 		return Failure{Class: failover.Dead, Reason: "engine_status_" + strconv.Itoa(status)}
 	default:
 		return Failure{Class: failover.Rejected, Reason: "engine_status_" + strconv.Itoa(status)}
