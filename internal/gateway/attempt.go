@@ -147,9 +147,12 @@ func (rn *run) readStream(a *attempt, body io.Reader) {
 // chunk classifies one SSE event and steps the machine with it.
 func (rn *run) chunk(a *attempt, ev sse.Event) {
 	class := ev.Class
-	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class}
-	if class&sse.Output != 0 {
-		e.Tokens = sse.Count(ev.Data)
+	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: ev.Outputs}
+	if class&sse.NullError != 0 {
+		// Never forward "error": null in an ordinary chunk (DESIGN §2): the official SDKs
+		// take any "error" key for an error. Rare, so the event is rebuilt as one data line.
+		rn.rewritten = sse.AppendData(rn.rewritten[:0], sse.StripNullError(nil, ev.Data))
+		ev.Raw = rn.rewritten
 	}
 	if class&sse.Error != 0 {
 		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)

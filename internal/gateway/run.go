@@ -47,13 +47,14 @@ type run struct {
 	replayOverflow bool
 	status         int // HTTP status sent to the client
 
-	cur      *attempt // the attempt the machine last started
-	attempts []*attempt
-	pending  []failover.Event // follow-up events produced while performing actions
-	raw      []byte           // the event (or body) the current Step is about
-	held     []byte           // held events of the current attempt
-	writeErr error
-	dirty    bool // bytes written since the last flush
+	cur       *attempt // the attempt the machine last started
+	attempts  []*attempt
+	pending   []failover.Event // follow-up events produced while performing actions
+	raw       []byte           // the event (or body) the current Step is about
+	held      []byte           // held events of the current attempt
+	rewritten []byte           // an event the gateway had to rewrite (see chunk)
+	writeErr  error
+	dirty     bool // bytes written since the last flush
 
 	timer   *time.Timer
 	armedAt time.Time

@@ -18,6 +18,9 @@ func Count(data []byte) int {
 	return n
 }
 
+// ClassifyCount is Classify and Count in one pass.
+func ClassifyCount(data []byte) (Class, int) { return classify(data) }
+
 func classify(data []byte) (Class, int) {
 	if string(data) == "[DONE]" {
 		return Done, 0
@@ -34,6 +37,9 @@ func classify(data []byte) (Class, int) {
 	}
 	if s.bad || s.skipSpace() {
 		return Malformed, 0
+	}
+	if class&Error != 0 {
+		class &^= NullError // an error it is; nothing to strip
 	}
 	return class, outputs
 }
@@ -61,6 +67,8 @@ func (s *scanner) topObject() (Class, int) {
 		case "error":
 			if s.notNull(1) {
 				class |= Error
+			} else if !s.bad {
+				class |= NullError
 			}
 		case "object":
 			if s.peek() == '"' {

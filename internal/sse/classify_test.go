@@ -42,7 +42,7 @@ func TestClassify(t *testing.T) {
 
 		{"done", "[DONE]", Done, 0},
 		{"done with space is malformed", "[DONE] ", Malformed, 0},
-		{"error null is not an error", `{"choices":[{"delta":{"content":"a"}}],"error":null}`, Output, 1},
+		{"error null is not an error", `{"choices":[{"delta":{"content":"a"}}],"error":null}`, Output | NullError, 1},
 		{"usage null is not usage", `{"choices":[],"usage":null}`, 0, 0},
 		{"object other than error", `{"object":"chat.completion.chunk"}`, 0, 0},
 		{"object error with escapes", `{"object":"\u0065rror"}`, Error, 0},

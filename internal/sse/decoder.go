@@ -257,7 +257,7 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		ev.Class = Classify(ev.Data)
+		ev.Class, ev.Outputs = classify(ev.Data)
 	case errorValue != nil:
 		ev.Data = errorValue
 		ev.Class = Classify(errorValue) | Error

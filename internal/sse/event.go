@@ -18,6 +18,8 @@ type Event struct {
 	Name []byte
 	// Class says what the event carries.
 	Class Class
+	// Outputs is the number of choices with output in the event's data (see Count).
+	Outputs int
 }
 
 // Class is a bit set describing what an event carries.
@@ -42,13 +44,17 @@ const (
 	Error
 	// Malformed marks data that is not valid JSON (and not [DONE]).
 	Malformed
+	// NullError marks a chunk with a top-level "error": null. It is not an error, but
+	// clients that treat any "error" key as one (the official Go SDK does) would stop
+	// there, so a proxy must remove it before forwarding.
+	NullError
 )
 
 // OutputBearing reports whether an event carrying c crosses the delivery
 // boundary: it has output or a finish reason.
 func (c Class) OutputBearing() bool { return c&(Output|Finish) != 0 }
 
-var classNames = [...]string{"Comment", "Done", "Output", "Finish", "Usage", "Error", "Malformed"}
+var classNames = [...]string{"Comment", "Done", "Output", "Finish", "Usage", "Error", "Malformed", "NullError"}
 
 // String lists the set bits, e.g. "Output|Finish"; "0" for the empty set.
 func (c Class) String() string {

@@ -40,6 +40,9 @@ func referenceClassify(data []byte) (Class, int) {
 	if top["object"] == "error" {
 		class |= Error
 	}
+	if e, ok := top["error"]; ok && e == nil && class&Error == 0 {
+		class |= NullError
+	}
 	choices, _ := top["choices"].([]any)
 	for _, c := range choices {
 		choice, ok := c.(map[string]any)
