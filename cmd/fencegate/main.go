@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/fencegate/fencegate/internal/agent"
+	"github.com/fencegate/fencegate/internal/chaos"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -23,6 +24,7 @@ Usage:
   fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
+  fencegate chaos [flags]           run seeded fault scenarios on loopback and check every history
 
 Run "fencegate <command> --help" for a command's flags.
 `
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return agent.Main(args[1:], stdout)
 	case "demo":
 		return demo(ctx, args[1:], stdout)
+	case "chaos":
+		return chaos.Main(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

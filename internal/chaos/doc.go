@@ -1,0 +1,10 @@
+// Package chaos runs randomized fault scenarios against a gateway in front of simulated
+// replicas, all on loopback, and checks every request's history against the client
+// contract: each client saw one complete answer from one replica, or a prefix of one
+// replica's answer ended by exactly one interruption event, or an error before any output;
+// never a repeated fragment, a splice of two replicas, a silent truncation, or a journal
+// that tells another story.
+//
+// It is a tool around the product (the `fencegate chaos` command and a test); it may
+// import the gateway and the simulator, and nothing imports it.
+package chaos
