@@ -26,6 +26,9 @@ type Config struct {
 	FaultRate float64
 	// DecodePerToken slows the replicas so that faults land mid-stream (default 2ms).
 	DecodePerToken time.Duration
+	// Rate paces the requests (per second, default 150): without it, a pool that sheds
+	// answers so fast that the rest of the plan is spent in the second it sheds.
+	Rate float64
 }
 
 func (c *Config) defaults() {
@@ -43,6 +46,9 @@ func (c *Config) defaults() {
 	}
 	if c.DecodePerToken == 0 {
 		c.DecodePerToken = 2 * time.Millisecond
+	}
+	if c.Rate <= 0 {
+		c.Rate = 150
 	}
 }
 
@@ -73,10 +79,12 @@ func (r Report) String() string {
 		r.Requests, r.Completed, r.Reruns, r.Interrupted, r.Failed, strings.Join(faults, " "), strings.Join(codes, " "), len(r.Violations))
 }
 
-// actions and points the plan draws from. Crashes are the harshest: they also break the
-// other requests running on that replica.
+// actions and points the plan draws from (an action listed twice is drawn twice as
+// often). Crashes are the harshest: they also break the other requests running on that
+// replica and keep it out for a moment; an engine 429/503 keeps new work off the replica
+// for a second.
 var (
-	actions = []string{"crash", "reset", "hang", "status:500", "status:429", "status:503"}
+	actions = []string{"crash", "reset", "reset", "hang", "hang", "status:500", "status:500", "status:429", "status:503"}
 	points  = []string{"accept", "prefill", "computed:0", "computed:2", "sent:0", "sent:1", "sent:3"}
 )
 
@@ -124,7 +132,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
+	pace := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+	defer pace.Stop()
 	for i := range plan {
+		<-pace.C
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/fencegate/fencegate/internal/sim"
@@ -28,6 +29,7 @@ func (c *checker) check(ctx context.Context, plan []request) Report {
 		}
 		rep.ByFault[kind]++
 		outcome, violations := c.checkOne(ctx, r)
+		violations = append(violations, c.checkAttempts(r)...)
 		if code := errorCode(r.seen); code != "" {
 			rep.FailCodes[code]++
 		}
@@ -232,4 +234,31 @@ func errorCode(s seen) string {
 		return ch.Error.Code
 	}
 	return ""
+}
+
+// checkAttempts checks, from the replicas' own records, that no two attempts of one request
+// were alive at once: each attempt's engine request ended before the next one started, and
+// none is still running (a zombie).
+func (c *checker) checkAttempts(r *request) []string {
+	var recs []sim.Record
+	for _, s := range c.sims {
+		for _, rec := range s.Records() {
+			if rec.RequestID == r.seen.requestID {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Started.Before(recs[j].Started) })
+	var bad []string
+	for i, rec := range recs {
+		if rec.Outcome == "" {
+			bad = append(bad, fmt.Sprintf("attempt %s is still running on the engine after the request ended", rec.AttemptID))
+			continue
+		}
+		if i > 0 && recs[i-1].Ended.After(rec.Started) {
+			bad = append(bad, fmt.Sprintf("attempt %s started at %s while %s ran until %s",
+				rec.AttemptID, rec.Started.Format("15:04:05.000000"), recs[i-1].AttemptID, recs[i-1].Ended.Format("15:04:05.000000")))
+		}
+	}
+	return bad
 }

@@ -21,6 +21,7 @@ func Main(args []string, stdout io.Writer) error {
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the fault plan")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.6, "share of requests that carry a fault")
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", 2*time.Millisecond, "simulated decode time per token")
+	fs.Float64Var(&cfg.Rate, "rate", 150, "requests started per second")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
