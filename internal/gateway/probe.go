@@ -5,17 +5,31 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
-// probePool checks every replica of p with GET /health.
+// probePool checks every replica of p with GET /health, all at once, so that a replica
+// that does not answer delays no other's probe.
 func (s *Server) probePool(ctx context.Context, p *pool) {
-	for _, tg := range p.targets() {
+	eachTarget(p, func(tg target) {
 		ok, reason := s.probe(ctx, tg.url)
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() == nil {
+			p.probeResult(tg.name, ok, reason)
 		}
-		p.probeResult(tg.name, ok, reason)
+	})
+}
+
+// eachTarget runs f for every replica of p concurrently and waits for all.
+func eachTarget(p *pool, f func(target)) {
+	var wg sync.WaitGroup
+	for _, tg := range p.targets() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(tg)
+		}()
 	}
+	wg.Wait()
 }
 
 func (s *Server) probe(ctx context.Context, url string) (bool, string) {

@@ -21,16 +21,13 @@ const maxMetricsBody = 4 << 20
 // scrapePool reads every replica's /metrics (each scrape_every): the load that routing and
 // load shedding use, and the fingerprint labels checked against the configuration.
 func (s *Server) scrapePool(ctx context.Context, p *pool) {
-	for _, tg := range p.targets() {
+	eachTarget(p, func(tg target) {
 		snap, err := s.scrape(ctx, tg.url)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil || !snap.Known {
-			continue // an engine without these metrics is routed on outstanding requests alone
+		if ctx.Err() != nil || err != nil || !snap.Known {
+			return // an engine without these metrics is routed on outstanding requests alone
 		}
 		p.report(tg.name, snap, s.now())
-	}
+	})
 }
 
 func (s *Server) scrape(ctx context.Context, url string) (enginemetrics.Snapshot, error) {

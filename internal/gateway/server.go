@@ -132,10 +132,16 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBackground = cancel
+	var first sync.WaitGroup
 	for _, p := range s.pools {
-		// One scrape before serving, so that fingerprints and load are known from the start.
-		s.scrapePool(ctx, p)
-		s.probePool(ctx, p)
+		// One probe and scrape before serving, so that health, fingerprints and load are
+		// known from the start.
+		first.Add(1)
+		go func() {
+			defer first.Done()
+			s.scrapePool(ctx, p)
+			s.probePool(ctx, p)
+		}()
 		h := s.cfg.Health
 		s.goBackground(func() { every(ctx, h.ProbeEvery.D(), func(ctx context.Context) { s.probePool(ctx, p) }) })
 		s.goBackground(func() { every(ctx, h.ScrapeEvery.D(), func(ctx context.Context) { s.scrapePool(ctx, p) }) })
@@ -145,6 +151,7 @@ func (s *Server) Start() {
 	}
 	s.goBackground(func() { every(ctx, s.cfg.Idempotency.OwnerLease.D()/3, s.renewOwner) })
 	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
+	first.Wait()
 }
 
 func (s *Server) goBackground(f func()) {
