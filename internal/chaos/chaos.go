@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
-	"github.com/fencegate/fencegate/internal/sim"
 )
 
 // Config sets the size and the randomness of a run.
@@ -29,6 +28,11 @@ type Config struct {
 	// Rate paces the requests (per second, default 150): without it, a pool that sheds
 	// answers so fast that the rest of the plan is spent in the second it sheds.
 	Rate float64
+	// Fenced puts a fencegate agent (behind a fault proxy) in front of every replica, with
+	// short leases, and Partitions cuts a random gateway↔agent link that many times during
+	// the run (each for 300–700 ms): silent attempts are then fenced and rerun.
+	Fenced     bool
+	Partitions int
 }
 
 func (c *Config) defaults() {
@@ -92,18 +96,16 @@ var (
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	cfg.defaults()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	var sims []*sim.Server
-	var reps []config.Replica
-	for i := 0; i < cfg.Replicas; i++ {
-		s, err := sim.Start(sim.Config{Name: fmt.Sprintf("sim-%d", i+1), DecodePerToken: cfg.DecodePerToken, RestartAfter: 50 * time.Millisecond})
-		if err != nil {
-			return Report{}, err
-		}
-		defer s.Close()
-		sims = append(sims, s)
-		reps = append(reps, config.Replica{Name: s.Name(), URL: s.URL()})
+	reps, err := startReplicas(cfg)
+	if err != nil {
+		return Report{}, err
 	}
-	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: reps}}}
+	defer reps.close()
+	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: reps.config}}}
+	if cfg.Fenced {
+		gcfg.Leases = config.Leases{TTL: config.Duration(600 * time.Millisecond), RenewEvery: config.Duration(100 * time.Millisecond),
+			HeartbeatTimeout: config.Duration(250 * time.Millisecond), DriftMargin: config.Duration(200 * time.Millisecond)}
+	}
 	gcfg.Policy.IdleTimeout = config.Duration(300 * time.Millisecond)
 	gcfg.Policy.FirstTokenTimeout = config.Duration(500 * time.Millisecond)
 	gcfg.Health.DeadCooldown = config.Duration(100 * time.Millisecond)
@@ -130,6 +132,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
+	partitionsDone := reps.partition(ctx, cfg, rng)
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
 	pace := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
@@ -145,11 +148,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}()
 	}
 	wg.Wait()
-	for _, s := range sims {
+	<-partitionsDone
+	for _, s := range reps.sims {
 		if err := s.WaitUp(ctx); err != nil {
 			return Report{}, fmt.Errorf("replica %s did not come back: %w", s.Name(), err)
 		}
 	}
-	c := checker{gateway: srv.URL, sims: sims, client: client, refs: map[string]string{}}
+	c := checker{gateway: srv.URL, sims: reps.sims, agents: reps.agents, client: client, refs: map[string]string{}}
 	return c.check(ctx, plan), nil
 }

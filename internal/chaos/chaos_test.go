@@ -26,3 +26,22 @@ func TestChaosKeepsTheContract(t *testing.T) {
 		}
 	}
 }
+
+// The same in fenced mode, with gateway↔agent partitions: silent attempts are fenced and
+// rerun, and the agents' records show every earlier attempt's engine request closed before
+// the next attempt started.
+func TestFencedChaosKeepsTheContract(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{Requests: 80, Concurrency: 6, Seed: 3, Fenced: true, Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", rep)
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	if rep.Completed == 0 || rep.Reruns == 0 {
+		t.Errorf("the run did not exercise reruns: %s", rep)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/fencegate/fencegate/internal/agent"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -15,6 +17,7 @@ import (
 type checker struct {
 	gateway string
 	sims    []*sim.Server
+	agents  map[string]*agent.Agent // fenced mode: each replica's agent
 	client  *http.Client
 	refs    map[string]string // replica + request → the replica's own answer
 }
@@ -255,13 +258,49 @@ func (c *checker) checkAttempts(r *request) []string {
 			bad = append(bad, fmt.Sprintf("attempt %s is still running on the engine after the request ended", rec.AttemptID))
 			continue
 		}
+		if i == 0 {
+			continue
+		}
+		prev := recs[i-1]
+		// In fenced mode the proof is the agent's: it closed the engine connection of the
+		// previous attempt (the engine notices a moment later, on its own).
+		if a := c.agentOf(prev); a != nil {
+			if ended, ok := c.agentEnded(a, prev.AttemptID); !ok || ended.After(rec.Started) {
+				bad = append(bad, fmt.Sprintf("attempt %s started at %s before the agent ended %s (at %s, ok=%v)",
+					rec.AttemptID, rec.Started.Format("15:04:05.000000"), prev.AttemptID, ended.Format("15:04:05.000000"), ok))
+			}
+			continue
+		}
 		// An engine that answered with an error status had finished that request when it
 		// wrote the answer; it records the end a moment later, which a fast rerun may beat.
-		answered := i > 0 && (recs[i-1].Outcome == sim.OutcomeError || recs[i-1].Outcome == sim.OutcomeRejected)
-		if i > 0 && !answered && recs[i-1].Ended.After(rec.Started) {
+		answered := prev.Outcome == sim.OutcomeError || prev.Outcome == sim.OutcomeRejected
+		if !answered && prev.Ended.After(rec.Started) {
 			bad = append(bad, fmt.Sprintf("attempt %s started at %s while %s ran until %s",
 				rec.AttemptID, rec.Started.Format("15:04:05.000000"), recs[i-1].AttemptID, recs[i-1].Ended.Format("15:04:05.000000")))
 		}
 	}
 	return bad
+}
+
+// agentOf is the agent in front of the replica that served rec (nil in direct mode).
+func (c *checker) agentOf(rec sim.Record) *agent.Agent {
+	for _, s := range c.sims {
+		for _, r := range s.Records() {
+			if r.ID == rec.ID {
+				return c.agents[s.Name()]
+			}
+		}
+	}
+	return nil
+}
+
+// agentEnded is when the agent closed the engine connection of an attempt.
+func (c *checker) agentEnded(a *agent.Agent, attempt string) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := a.WaitEnded(ctx, attempt)
+	if err != nil || info.EndedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return info.EndedAt, true
 }

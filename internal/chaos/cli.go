@@ -22,6 +22,8 @@ func Main(args []string, stdout io.Writer) error {
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.6, "share of requests that carry a fault")
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", 2*time.Millisecond, "simulated decode time per token")
 	fs.Float64Var(&cfg.Rate, "rate", 150, "requests started per second")
+	fs.BoolVar(&cfg.Fenced, "fenced", false, "put an agent (behind a fault proxy) in front of every replica")
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "with --fenced: how many times to cut a random gateway-agent link")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
