@@ -120,9 +120,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.withRequestID(s.auth(s.handleModels)))
 	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
 	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
-	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.HandleFunc("GET /readyz", s.handleReadyz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
+	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
+	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
 	mux.HandleFunc("/", s.withRequestID(s.handleNotFound))
 	return mux
 }

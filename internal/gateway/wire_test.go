@@ -122,6 +122,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong method", "GET", "/v1/chat/completions", ``, 405, "method_not_allowed", ""},
 		{"unknown url", "POST", "/v1/nothing", `{}`, 404, "unknown_url", ""},
 		{"unknown request", "GET", "/v1/requests/req_nope", ``, 404, "request_not_found", "id"},
+		{"bad wait", "GET", "/v1/requests/req_nope?wait=soon", ``, 400, "invalid_value", "wait"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -157,5 +158,20 @@ func TestBadInput(t *testing.T) {
 	}
 	if e.totalSimRequests() != 0 {
 		t.Fatalf("bad input reached a replica")
+	}
+}
+
+// Every response carries X-Request-Id, the operational endpoints included.
+func TestEveryResponseHasARequestID(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/models", "/nowhere"} {
+		resp, err := http.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
+			t.Errorf("%s: no X-Request-Id", path)
+		}
 	}
 }
