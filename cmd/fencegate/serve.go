@@ -47,7 +47,7 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	gw.Start()
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "fencegate gateway listening on http://%s\n", ln.Addr())
 	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String())
 	errc := make(chan error, 1)
@@ -57,13 +57,22 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Let running requests finish for a while; those still running then get an honest final
+	// error event rather than a cut connection. New requests meanwhile get 503.
+	log.Info("draining", "grace", drainGrace.String())
+	drain, cancel := context.WithTimeout(context.Background(), drainGrace)
 	defer cancel()
+	gw.Drain(drain)
+	shutdown, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
 }
+
+// drainGrace is how long a stopping gateway lets running requests finish.
+const drainGrace = 25 * time.Second
 
 // redact hides a password in a store DSN before it is logged.
 func redact(dsn string) string {

@@ -57,6 +57,12 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		tenant = k.ID
 	}
 	now := s.now()
+	if s.isDraining() {
+		w.Header().Set("Retry-After", "1")
+		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
+			Message: "this gateway is shutting down; send the request to another one", RequestID: id})
+		return
+	}
 	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model, start: now}
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
@@ -80,6 +86,15 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
 		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: estimateTokens(req),
 	})
+	if !s.register(rn) {
+		// Drained between the check above and now: the claim (if any) stays with this
+		// gateway's lease, which lapses, and another gateway may take it over.
+		w.Header().Set("Retry-After", "1")
+		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
+			Message: "this gateway is shutting down; send the request to another one", RequestID: id})
+		return
+	}
+	defer s.unregister(rn)
 	rn.serve()
 }
 

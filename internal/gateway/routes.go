@@ -126,11 +126,12 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		}
 		pools = append(pools, poolStatus{Model: n, Available: avail, Replicas: list})
 	}
+	draining := s.isDraining()
 	status := http.StatusOK
-	if !ready {
+	if !ready || draining {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": ready, "pools": pools})
+	writeJSON(w, status, map[string]any{"ready": ready && !draining, "draining": draining, "pools": pools})
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {

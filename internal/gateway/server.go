@@ -41,6 +41,12 @@ type Server struct {
 	controlClient *http.Client
 	metrics       *metrics
 
+	// active are the running requests; draining refuses new ones (see Drain).
+	activeMu sync.Mutex
+	active   map[*run]struct{}
+	draining bool
+	idle     *sync.Cond
+
 	stopBackground context.CancelFunc
 	background     sync.WaitGroup
 }
@@ -75,6 +81,8 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		s.now = time.Now
 	}
 	s.bufs.New = func() any { b := make([]byte, readChunk); return &b }
+	s.active = make(map[*run]struct{})
+	s.idle = sync.NewCond(&s.activeMu)
 	for _, m := range cfg.Models {
 		s.pools[m.Name] = newPool(m, cfg, s.now())
 		s.models = append(s.models, m.Name)

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// register tracks a running request so that a shutdown can end it honestly.
+func (s *Server) register(rn *run) bool {
+	s.activeMu.Lock()
+	defer s.activeMu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.active[rn] = struct{}{}
+	return true
+}
+
+func (s *Server) unregister(rn *run) {
+	s.activeMu.Lock()
+	delete(s.active, rn)
+	n := len(s.active)
+	s.activeMu.Unlock()
+	if n == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+// Drain stops accepting requests (new ones get 503 with Retry-After, /readyz turns 503)
+// and waits for the running ones to finish. When ctx ends first, every request still running
+// is ended honestly: its client gets a final error event (gateway_shutdown, with
+// partial_output and delivered_output_tokens) instead of a cut connection, and its attempt
+// is cancelled. Call it before shutting the HTTP server down.
+func (s *Server) Drain(ctx context.Context) {
+	s.activeMu.Lock()
+	s.draining = true
+	s.activeMu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		s.activeMu.Lock()
+		s.idle.Broadcast()
+		s.activeMu.Unlock()
+	})
+	defer stop()
+	s.activeMu.Lock()
+	for len(s.active) > 0 && ctx.Err() == nil {
+		s.idle.Wait()
+	}
+	runs := make([]*run, 0, len(s.active))
+	for rn := range s.active {
+		runs = append(runs, rn)
+	}
+	s.activeMu.Unlock()
+	for _, rn := range runs {
+		rn.mu.Lock()
+		if !rn.m.Done() {
+			rn.step(failover.Event{Kind: failover.EvAbort, Reason: "gateway_shutdown", Err: &openai.Error{
+				Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutdown",
+				Message: "the gateway is shutting down and ended this request; retry it on another gateway"}})
+			rn.flush()
+		}
+		rn.mu.Unlock()
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.activeMu.Lock()
+	defer s.activeMu.Unlock()
+	return s.draining
+}
