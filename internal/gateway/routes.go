@@ -80,18 +80,27 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, viewOf(rec))
 }
 
-// waitPoll is how often a long poll re-reads the store, which other gateways also write.
-const waitPoll = 50 * time.Millisecond
+// waitPoll is how often a long poll re-reads the store, which other gateways also write;
+// journalLag bounds how long a new request may take to reach it (a few journal batches).
+const (
+	waitPoll   = 50 * time.Millisecond
+	journalLag = 200 * time.Millisecond
+)
 
 // waitRecord reads request id from the store; with wait > 0 it re-reads until the request
 // is done or wait has passed (a request just accepted may not be journaled yet).
 func (s *Server) waitRecord(ctx context.Context, id string, wait time.Duration) (*store.Request, error) {
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	deadline := start.Add(wait)
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
 	for {
 		rec, err := s.store.Get(ctx, id)
-		if (err == nil && rec.Phase == store.PhaseDone) || (err != nil && !errors.Is(err, store.ErrNotFound)) || !time.Now().Before(deadline) {
+		now := time.Now()
+		// A request this gateway has just accepted may still be in the journal's batch: a
+		// miss is re-read for a moment even without ?wait.
+		missing := errors.Is(err, store.ErrNotFound) && now.Before(start.Add(journalLag))
+		if !missing && ((err == nil && rec.Phase == store.PhaseDone) || (err != nil && !errors.Is(err, store.ErrNotFound)) || !now.Before(deadline)) {
 			return rec, err
 		}
 		select {
