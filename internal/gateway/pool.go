@@ -24,6 +24,9 @@ type pool struct {
 	// affinityBytes is the prompt prefix length that gives a request affinity (<= 0: none).
 	affinityBytes int
 	allowCross    bool
+	// Why each replica is kept out, per check (empty: agrees).
+	wrongModel map[string]string
+	fpMismatch map[string]string
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
@@ -31,6 +34,8 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		b:             balance.Pool{Model: m.Name, Cooldown: c.Health.DeadCooldown.D()},
 		configured:    make(map[string]map[string]string),
 		running:       make(map[string]map[*attempt]*run),
+		wrongModel:    make(map[string]string),
+		fpMismatch:    make(map[string]string),
 		affinityBytes: m.Affinity.PrefixBytes,
 		allowCross:    c.Policy.AllowCrossFingerprintRerun,
 	}

@@ -314,3 +314,29 @@ func (e *env) simRequestsOf(s *sim.Server, id string) []sim.Record {
 	}
 	return out
 }
+
+// A replica that serves another model than its pool's is kept out, with the reason.
+func TestReplicaServingAnotherModelIsExcluded(t *testing.T) {
+	e := newEnv(t, envOptions{sim: func(i int, c *sim.Config) {
+		if i == 0 {
+			c.Model = "other-model"
+		}
+	}})
+	resp, err := http.Get(e.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "serves other-model, not sim-model") {
+		t.Fatalf("readyz %s", b)
+	}
+	for i := 0; i < 3; i++ {
+		if r := e.stream(testCtx(t), chatParams(fmt.Sprintf("m%d", i), 2)); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if n := len(e.sims[0].Records()); n != 0 {
+		t.Fatalf("the replica of another model served %d requests", n)
+	}
+}

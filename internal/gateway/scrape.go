@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,12 +23,59 @@ const maxMetricsBody = 4 << 20
 // load shedding use, and the fingerprint labels checked against the configuration.
 func (s *Server) scrapePool(ctx context.Context, p *pool) {
 	eachTarget(p, func(tg target) {
+		if models, err := s.servedModels(ctx, tg.url); err == nil {
+			p.checkModel(tg.name, models)
+		}
 		snap, err := s.scrape(ctx, tg.url)
 		if ctx.Err() != nil || err != nil || !snap.Known {
 			return // an engine without these metrics is routed on outstanding requests alone
 		}
 		p.report(tg.name, snap, s.now())
 	})
+}
+
+// servedModels reads the model ids an engine serves from its /v1/models.
+func (s *Server) servedModels(ctx context.Context, url string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("models: status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetricsBody)).Decode(&list); err != nil || len(list.Data) == 0 {
+		return nil, fmt.Errorf("models: no model list")
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// checkModel keeps a replica out of a pool whose model it does not serve (a replica
+// restarted with other weights, or a configuration mistake).
+func (p *pool) checkModel(name string, served []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Contains(served, p.b.Model) {
+		p.wrongModel[name] = ""
+	} else {
+		p.wrongModel[name] = fmt.Sprintf("serves %s, not %s", strings.Join(served, ", "), p.b.Model)
+	}
+	p.updateIncompatible(name)
 }
 
 func (s *Server) scrape(ctx context.Context, url string) (enginemetrics.Snapshot, error) {
@@ -90,10 +138,25 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 		effective[k] = v
 	}
 	sort.Strings(mismatches)
-	reason := ""
+	p.fpMismatch[name] = ""
 	if len(mismatches) > 0 {
-		reason = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
+		p.fpMismatch[name] = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
 	}
-	p.b.SetIncompatible(r, reason)
 	r.Fingerprint = effective
+	p.updateIncompatible(name)
+}
+
+// updateIncompatible keeps the replica out while either check disagrees. Callers hold mu.
+func (p *pool) updateIncompatible(name string) {
+	r := p.b.Find(name)
+	if r == nil {
+		return
+	}
+	var reasons []string
+	for _, why := range []string{p.wrongModel[name], p.fpMismatch[name]} {
+		if why != "" {
+			reasons = append(reasons, why)
+		}
+	}
+	p.b.SetIncompatible(r, strings.Join(reasons, "; "))
 }
