@@ -41,28 +41,33 @@ func estimateTokens(req *openai.Request) int {
 	return (n + bytesPerToken - 1) / bytesPerToken
 }
 
-// refineCost asks an engine of the pool (other than the failed one) to count the prompt's
-// tokens, when a rerun cost limit is configured and the answer could change the decision.
-// Callers hold rn.mu; the call is bounded by tokenizeTimeout.
+// refineCost tells the machine what a rerun of this request would cost, when a rerun cost
+// limit is configured: the prompt's tokens, counted by an engine of the pool other than the
+// failed one (else estimated), minus the prefix a replica not tried yet likely has cached
+// (it prefilled the same prompt prefix recently). Callers hold rn.mu; the engine call is
+// bounded by tokenizeTimeout and made once per request.
 func (rn *run) refineCost(failed *attempt) {
-	limit := rn.s.rerunTokenLimit()
-	if limit == 0 || rn.tokenized || rn.m.Committed() {
+	if rn.s.rerunTokenLimit() == 0 || rn.m.Committed() {
 		return
 	}
-	rn.tokenized = true
-	var url string
-	for _, t := range rn.pool.targets() {
-		if t.name != failed.replica {
-			url = t.url
+	if !rn.tokenized {
+		rn.tokenized = true
+		rn.promptTokens = estimateTokens(rn.req)
+		for _, t := range rn.pool.targets() {
+			if t.name == failed.replica {
+				continue
+			}
+			if n, ok := rn.s.tokenize(t.url, rn.req); ok {
+				rn.promptTokens = n
+			}
 			break
 		}
 	}
-	if url == "" {
-		return
+	cost := rn.promptTokens
+	if rn.pool.cachedPrefixElsewhere(rn.affinity, rn.m.Tried, rn.now()) {
+		cost = max(0, cost-rn.pool.affinityBytes/bytesPerToken)
 	}
-	if n, ok := rn.s.tokenize(url, rn.req); ok {
-		rn.m.SetPromptTokens(n)
-	}
+	rn.m.SetPromptTokens(cost)
 }
 
 // tokenize calls vLLM's (and the simulator's) POST /tokenize.

@@ -27,6 +27,7 @@ type pool struct {
 	// Why each replica is kept out, per check (empty: agrees).
 	wrongModel map[string]string
 	fpMismatch map[string]string
+	prefixes   *prefixMemory
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
@@ -36,6 +37,7 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		running:       make(map[string]map[*attempt]*run),
 		wrongModel:    make(map[string]string),
 		fpMismatch:    make(map[string]string),
+		prefixes:      newPrefixMemory(100_000),
 		affinityBytes: m.Affinity.PrefixBytes,
 		allowCross:    c.Policy.AllowCrossFingerprintRerun,
 	}

@@ -340,3 +340,61 @@ func TestReplicaServingAnotherModelIsExcluded(t *testing.T) {
 		t.Fatalf("the replica of another model served %d requests", n)
 	}
 }
+
+// The rerun cost subtracts a prefix the rerun's replica likely has cached: a rerun refused
+// as too expensive for a cold replica is allowed when another replica prefilled the same
+// prompt prefix recently.
+func TestRerunCostCountsACachedPrefix(t *testing.T) {
+	shared := strings.Repeat("The same long system prompt, shared by many requests. ", 8)
+	var count int
+	e := newEnv(t, envOptions{config: func(c *config.Config) {
+		c.Models[0].Affinity.PrefixBytes = 256
+		c.Models[0].MaxOutstanding = 1
+	}})
+	// The engine's own count of the prompt, to set the limit just under it.
+	resp := post(t, e.sims[0].URL()+"/tokenize", fmt.Sprintf(`{"model":"sim-model","messages":[{"role":"user","content":%q}]}`, shared+" Warm?"))
+	var tok struct {
+		Count int `json:"count"`
+	}
+	json.NewDecoder(resp.Body).Decode(&tok)
+	count = tok.Count
+	if count < 80 {
+		t.Fatalf("prompt of %d tokens is too short for the test", count)
+	}
+	e2 := newEnv(t, envOptions{sims: e.sims, config: func(c *config.Config) {
+		c.Models[0].Affinity.PrefixBytes = 256
+		c.Models[0].MaxOutstanding = 1
+		c.Policy.MaxRerunPrefillTokens = count - 32 // over for a cold rerun, under with 64 cached tokens
+	}})
+	// Which replica does the shared prefix prefer? Ask once.
+	first := e2.stream(testCtx(t), chatParams(shared+" First?", 2))
+	affine, other := 0, 1
+	if len(e2.simRequests(1, first.requestID)) == 1 {
+		affine, other = 1, 0
+	}
+	// A cold prefix (never prefilled elsewhere): the rerun is refused as too expensive.
+	e2.sims[affine].ArmFault("status:500@accept", 1)
+	cold := e2.stream(testCtx(t), chatParams(shared+" Cold?", 2))
+	var apiErr *openai.Error
+	if !errors.As(cold.err, &apiErr) || apiErr.Code != "rerun_too_expensive" {
+		t.Fatalf("cold rerun: %v", cold.err)
+	}
+	// Let the other replica prefill the prefix: hold the affine one at its limit so the
+	// request spills there.
+	ctx, cancel := context.WithCancel(context.Background())
+	e2.sims[affine].ArmFault("hang@prefill", 1)
+	startStream(t, e2, ctx, streamBody(shared+" Hold.", 2))
+	waitRecords(t, e2.sims[affine], 3)
+	spill := e2.stream(testCtx(t), chatParams(shared+" Spill?", 2))
+	cancel()
+	if spill.err != nil || len(e2.simRequests(other, spill.requestID)) != 1 {
+		t.Fatalf("spill: %+v", spill)
+	}
+	e2.record(spill.requestID)
+	// Now the rerun goes to a replica that has the prefix: allowed.
+	e2.sims[affine].ArmFault("status:500@accept", 1)
+	warm := e2.stream(testCtx(t), chatParams(shared+" Warm?", 2))
+	if warm.err != nil || len(e2.simRequests(other, warm.requestID)) != 1 {
+		t.Fatalf("warm rerun: %+v", warm)
+	}
+}

@@ -31,15 +31,16 @@ type run struct {
 	m  *failover.Machine
 	// id is the logical request id; attemptBase offsets attempt numbers when this gateway
 	// took the request over from one that died (its attempts keep their numbers).
-	id          string
-	model       string
-	attemptBase int
-	affinity    uint64 // prefix-affinity key of the prompt (0: none)
-	start       time.Time
-	revision    string // weights revision of the replica serving the current attempt
-	slowCounted bool
-	traceSeq    int64
-	tokenized   bool // the prompt's tokens were counted by an engine
+	id           string
+	model        string
+	attemptBase  int
+	affinity     uint64 // prefix-affinity key of the prompt (0: none)
+	start        time.Time
+	revision     string // weights revision of the replica serving the current attempt
+	slowCounted  bool
+	traceSeq     int64
+	tokenized    bool // promptTokens is known (counted by an engine, or estimated)
+	promptTokens int
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
 	keyed          bool
@@ -127,6 +128,9 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		// made durable before the machine saw the event (see recordBoundary); the journal
 		// write here is asynchronous, off the token path.
 		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision})
+		if rn.cur != nil {
+			rn.pool.notePrefix(rn.affinity, rn.cur.replica, now) // it prefilled the prompt
+		}
 		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
 		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
