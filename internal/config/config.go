@@ -127,6 +127,10 @@ type Policy struct {
 	// is "uncertain". It is longer than IdleTimeout because queueing and prefill are slow but
 	// healthy; a slow first token is never a reason to fail over. Default 120s.
 	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	// NonStreamTimeout replaces both timeouts above for non-streaming requests, whose engine
+	// sends nothing until the whole answer is ready: a long answer is silence, not a stall.
+	// Default 10m.
+	NonStreamTimeout Duration `yaml:"non_stream_timeout"`
 	// Keepalive: while the client has received nothing, a streaming response sends its
 	// headers and an SSE comment this often so that idle-connection timeouts of proxies in
 	// between do not cut it. Comments do not cross the delivery boundary. Default 15s.

@@ -17,6 +17,7 @@ const (
 	DefaultIdleTimeout       = 30 * time.Second
 	DefaultFirstTokenTimeout = 120 * time.Second
 	DefaultKeepalive         = 15 * time.Second
+	DefaultNonStreamTimeout  = 10 * time.Minute
 	DefaultProbeEvery        = 5 * time.Second
 	DefaultProbeTimeout      = 2 * time.Second
 	DefaultDeadCooldown      = 10 * time.Second
@@ -208,6 +209,9 @@ func (p *Policy) validate() error {
 		return err
 	}
 	if err := defaultPositive(&p.FirstTokenTimeout, DefaultFirstTokenTimeout, "policy.first_token_timeout"); err != nil {
+		return err
+	}
+	if err := defaultPositive(&p.NonStreamTimeout, DefaultNonStreamTimeout, "policy.non_stream_timeout"); err != nil {
 		return err
 	}
 	if err := defaultPositive(&p.Keepalive, DefaultKeepalive, "policy.keepalive"); err != nil {

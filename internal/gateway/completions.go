@@ -80,9 +80,13 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	p.onRequest(now)
 	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	cfg := s.cfg.Policy
+	firstToken, idle := cfg.FirstTokenTimeout.D(), cfg.IdleTimeout.D()
+	if !req.Stream {
+		firstToken, idle = cfg.NonStreamTimeout.D(), cfg.NonStreamTimeout.D()
+	}
 	rn.m = failover.New(failover.Config{
 		RequestID: rn.id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
-		FirstTokenTimeout: cfg.FirstTokenTimeout.D(), IdleTimeout: cfg.IdleTimeout.D(),
+		FirstTokenTimeout: firstToken, IdleTimeout: idle,
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
 		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: estimateTokens(req),
 	})

@@ -267,3 +267,23 @@ func TestEngineRejectionIsNormalisedAndNotRerun(t *testing.T) {
 		t.Fatalf("%d upstream requests, want 1 (a rejected input is not rerun)", n)
 	}
 }
+
+// A non-streaming answer is silent until it is complete: its wait is bounded by
+// non_stream_timeout, not by the streaming first-token timeout.
+func TestNonStreamLongAnswerIsNotUncertain(t *testing.T) {
+	e := newEnv(t, envOptions{
+		sim: func(i int, c *sim.Config) { c.DecodePerToken = 20 * time.Millisecond },
+		config: func(c *config.Config) {
+			c.Policy.FirstTokenTimeout = config.Duration(100 * time.Millisecond)
+			c.Policy.IdleTimeout = config.Duration(100 * time.Millisecond)
+		},
+	})
+	p := chatParams("a long non-streamed answer", 20)
+	resp, err := e.client.Chat.Completions.New(testCtx(t), p)
+	if err != nil {
+		t.Fatalf("a 400 ms non-stream answer failed at a 100 ms streaming timeout: %v", err)
+	}
+	if resp.Choices[0].Message.Content == "" || e.totalSimRequests() != 1 {
+		t.Fatalf("answer %+v after %d upstream requests", resp, e.totalSimRequests())
+	}
+}
