@@ -148,10 +148,20 @@ func (rn *run) readStream(a *attempt, body io.Reader) {
 func (rn *run) chunk(a *attempt, ev sse.Event) {
 	class := ev.Class
 	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: ev.Outputs}
+	data, rewrite := ev.Data, false
 	if class&sse.NullError != 0 {
 		// Never forward "error": null in an ordinary chunk (DESIGN §2): the official SDKs
-		// take any "error" key for an error. Rare, so the event is rebuilt as one data line.
-		rn.rewritten = sse.AppendData(rn.rewritten[:0], sse.StripNullError(nil, ev.Data))
+		// take any "error" key for an error.
+		data, rewrite = sse.StripNullError(nil, data), true
+	}
+	if class&sse.Output != 0 {
+		if d, ok := deterministicToolCallIDs(data, true); ok {
+			data, rewrite = d, true
+		}
+	}
+	if rewrite {
+		// Rare, so the event is rebuilt as one data line.
+		rn.rewritten = sse.AppendData(rn.rewritten[:0], data)
 		ev.Raw = rn.rewritten
 	}
 	if class&sse.Error != 0 {
@@ -201,6 +211,7 @@ func (rn *run) readBody(a *attempt, body io.Reader) {
 			return
 		}
 		tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
+		b, _ = deterministicToolCallIDs(b, false)
 		if !rn.recordBoundary(sse.Output) {
 			return
 		}

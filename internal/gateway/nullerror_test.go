@@ -29,18 +29,7 @@ func TestNullErrorKeyIsStripped(t *testing.T) {
 		fmt.Fprint(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"error\":null}\n\ndata: [DONE]\n\n")
 	}))
 	defer engine.Close()
-	cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "m", Replicas: []config.Replica{{URL: engine.URL}}}}}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(context.Background(), cfg, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	srv := httptest.NewServer(gw.Handler())
-	defer srv.Close()
-	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	c := scriptedGateway(t, engine.URL)
 	s := c.Chat.Completions.NewStreaming(testCtx(t), openai.ChatCompletionNewParams{Model: "m",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
 	text := ""
@@ -52,4 +41,22 @@ func TestNullErrorKeyIsStripped(t *testing.T) {
 	if s.Err() != nil || text != "Hello world" {
 		t.Fatalf("client saw %q, err %v", text, s.Err())
 	}
+}
+
+// scriptedGateway is a gateway in front of one scripted engine (model "m"), and an official
+// client pointed at it.
+func scriptedGateway(t *testing.T, engineURL string) openai.Client {
+	t.Helper()
+	cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "m", Replicas: []config.Replica{{URL: engineURL}}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0))
 }
