@@ -15,11 +15,13 @@ import (
 )
 
 // Fenced mode: gateway → fault proxy → agent → simulated engine, on loopback. Short lease
-// timings keep the tests quick; the ratios are the defaults' (renewal ≪ heartbeat < TTL).
+// timings keep the tests quick; the ratios are the defaults' (renewal ≪ heartbeat < TTL),
+// and the heartbeat allows five renewals to go unanswered, so a loaded machine does not
+// fail one by chance.
 const (
-	testTTL        = 600 * time.Millisecond
+	testTTL        = time.Second
 	testRenew      = 100 * time.Millisecond
-	testHeartbeat  = 250 * time.Millisecond
+	testHeartbeat  = 500 * time.Millisecond
 	testDrift      = 200 * time.Millisecond
 	testSecret     = "a-shared-agent-secret"
 	fencedReplicas = 2
@@ -89,7 +91,7 @@ func (f *fencedEnv) agentAttempt(i int, attempt string) agent.AttemptInfo {
 func TestPartitionBeforeFirstDeltaFencesThenReruns(t *testing.T) {
 	f := newFencedEnv(t, func(i int, c *sim.Config) {
 		if i == 0 {
-			c.PrefillPerToken = 300 * time.Millisecond // a long prefill: alive, busy, silent
+			c.PrefillPerToken = 500 * time.Millisecond // a long prefill: alive, busy, silent
 		}
 	})
 	p := chatParams("partition me during prefill", 6)
@@ -177,7 +179,7 @@ func TestGatewayKilledAgentAborts(t *testing.T) {
 	t.Cleanup(func() { a.Close() })
 	yaml := childYAML("memory:", "gw-k", a.URL()) + "    # fenced\n"
 	yaml = strings.Replace(yaml, `name: sim-1}`, `name: sim-1, agent: true}`, 1)
-	yaml += "leases:\n  ttl: 600ms\n  renew_every: 100ms\n"
+	yaml += "leases:\n  ttl: 2s\n  renew_every: 200ms\n  heartbeat_timeout: 1s\n"
 	gw := startChild(t, yaml)
 	resp := post(t, gw.url+"/v1/chat/completions", streamBody("kill my gateway", 300))
 	id := resp.Header.Get("X-Request-Id")
