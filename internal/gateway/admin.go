@@ -94,3 +94,15 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("replica state set", "model", r.PathValue("model"), "replica", name, "state", body.State, "reason", body.Reason, "attempts_failed", failed)
 	writeJSON(w, http.StatusOK, map[string]any{"model": r.PathValue("model"), "replica": name, "state": body.State, "attempts_failed": failed})
 }
+
+// handleRefresh probes and scrapes every replica now instead of at the next period, e.g.
+// right after an orchestrator replaced replicas. It answers with /readyz's body.
+//
+//	POST /admin/refresh
+func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
+	for _, p := range s.pools {
+		s.scrapePool(r.Context(), p)
+		s.probePool(r.Context(), p)
+	}
+	s.handleReadyz(w, r)
+}

@@ -398,3 +398,34 @@ func TestRerunCostCountsACachedPrefix(t *testing.T) {
 		t.Fatalf("warm rerun: %+v", warm)
 	}
 }
+
+// The engine's own queue steers new work even when it comes from elsewhere: a replica whose
+// engine reports waiting requests (another gateway's, or direct clients') gets no new
+// request while an idle one exists.
+func TestEngineQueueSteersRouting(t *testing.T) {
+	e := newEnv(t, envOptions{sim: func(i int, c *sim.Config) {
+		c.MaxRunning = 1
+		c.DecodePerToken = 20 * time.Millisecond
+	}})
+	// Three clients go to sim-1 directly: one runs, two wait in its queue.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.sims[0].URL()+"/v1/chat/completions", strings.NewReader(streamBody("direct", 200)))
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitRecords(t, e.sims[0], 3)
+	refresh := post(t, e.srv.URL+"/admin/refresh", "")
+	if b := readAll(t, refresh); refresh.StatusCode != 200 || !strings.Contains(b, `"engine_waiting": 2`) {
+		t.Fatalf("refresh: %d %s", refresh.StatusCode, b)
+	}
+	r := e.stream(testCtx(t), chatParams("where to?", 2))
+	if r.err != nil || len(e.simRequests(1, r.requestID)) != 1 {
+		t.Fatalf("the request did not avoid the queued replica: %+v", r)
+	}
+}

@@ -128,6 +128,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.withRequestID(s.auth(s.handleModels)))
 	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
 	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
+	mux.HandleFunc("POST /admin/refresh", s.withRequestID(s.adminOnly(s.handleRefresh)))
 	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
 	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
 	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
