@@ -58,6 +58,9 @@ type Options struct {
 	Now func() time.Time
 	// Store, when set, is used instead of opening cfg.Store (the caller closes it).
 	Store store.Store
+	// Dial, when set, replaces the TCP dialer to replicas and agents (tests run the whole
+	// gateway on an in-memory network under a fake clock with it).
+	Dial upstream.DialFunc
 }
 
 // New builds a gateway from a validated configuration and opens its store.
@@ -68,7 +71,7 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	s := &Server{
 		cfg:       cfg,
 		pools:     make(map[string]*pool),
-		client:    upstream.NewClient(cfg.Health.DialTimeout.D()),
+		client:    upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial),
 		store:     opt.Store,
 		gatewayID: cfg.GatewayID,
 		log:       opt.Logger,
@@ -88,7 +91,7 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		s.models = append(s.models, m.Name)
 	}
 	s.keys = buildKeys(cfg.Auth)
-	if err := s.linkAgents(); err != nil {
+	if err := s.linkAgents(opt.Dial); err != nil {
 		return nil, err
 	}
 	if s.gatewayID == "" {
@@ -196,12 +199,12 @@ func (s *Server) Close() error {
 // linkAgents prepares the lease trackers of replicas in fenced mode. Replica names are
 // unique per pool; an agent is keyed by its replica's name, so two pools must not name
 // different agents alike.
-func (s *Server) linkAgents() error {
+func (s *Server) linkAgents(dial upstream.DialFunc) error {
 	s.agents = make(map[string]*agentLink)
 	s.epochs = lease.NewEpochs(lease.SeedFromTime(time.Now()))
 	// Renewals and cancels get their own connections: a data stream's slow connection
 	// must never delay a heartbeat.
-	s.controlClient = upstream.NewClient(s.cfg.Health.DialTimeout.D())
+	s.controlClient = upstream.NewClient(s.cfg.Health.DialTimeout.D(), dial)
 	secret := ""
 	if f := s.cfg.AgentSecretFile; f != "" {
 		b, err := os.ReadFile(f)

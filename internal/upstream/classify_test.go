@@ -19,7 +19,7 @@ func TestClassifyRefusedAndReset(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	c := NewClient(time.Second)
+	c := NewClient(time.Second, nil)
 	_, err = c.Get("http://" + addr + "/")
 	if f := ClassifyError(err); f.Class != failover.Dead || !f.Dial || f.Reason != "connection_refused" {
 		t.Fatalf("refused classified as %+v (%v)", f, err)

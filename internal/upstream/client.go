@@ -1,18 +1,25 @@
 package upstream
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
 )
 
+// DialFunc opens a connection to a replica.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // NewClient returns the HTTP client used for replicas. It has no overall timeout: a
 // generation may legitimately stream for minutes, and silence is judged by the failover
 // core's timeouts. Dials are bounded, so a replica that is not listening is found fast.
-func NewClient(dialTimeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+// dial, when not nil, replaces the TCP dialer (an in-memory network in tests).
+func NewClient(dialTimeout time.Duration, dial DialFunc) *http.Client {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	t := &http.Transport{
-		DialContext:         d.DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
