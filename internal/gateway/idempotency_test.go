@@ -98,7 +98,7 @@ func TestSQLiteKillMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rec.FirstDeltaSent || rec.Outcome != "" || rec.Owner != "gw-a" || rec.IdempotencyKey != "k-kill" {
+	if !rec.FirstDeltaSent || rec.Phase != store.PhaseStreaming || rec.Outcome != "" || rec.Owner != "gw-a" || rec.IdempotencyKey != "k-kill" {
 		t.Fatalf("journal after kill -9: %+v", rec)
 	}
 	// A second gateway whose clock is past the dead owner's lease.

@@ -211,6 +211,9 @@ func markFirstDelta(r *Request, at time.Time) {
 		r.FirstDeltaSent = true
 		r.FirstDeltaAt = normTime(at)
 	}
+	if r.Phase == PhaseQueued || r.Phase == PhaseRouting {
+		r.Phase = PhaseStreaming // the boundary record is also the phase it reached
+	}
 	if at := normTime(at); at.After(r.UpdatedAt) {
 		r.UpdatedAt = at
 	}

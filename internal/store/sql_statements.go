@@ -50,6 +50,7 @@ const (
 
 	markFirstDeltaSQL = `UPDATE requests SET first_delta_sent = TRUE,
 	first_delta_at = CASE WHEN first_delta_sent THEN first_delta_at ELSE $3 END,
+	phase = CASE WHEN phase IN ('queued', 'routing') THEN 'streaming' ELSE phase END,
 	updated_at = CASE WHEN updated_at < $3 THEN $3 ELSE updated_at END
 	WHERE id = $1 AND owner = $2 AND owner_lease_until > $3`
 

@@ -38,7 +38,8 @@ type Store interface {
 	Apply(ctx context.Context, muts []Mutation) error
 
 	// MarkFirstDelta durably records that owner is about to cross the
-	// delivery boundary of requestID at time at. It is synchronous: on a
+	// delivery boundary of requestID at time at (and moves a queued or routing
+	// request to the streaming phase). It is synchronous: on a
 	// nil return the record survives a crash of the gateway and of the
 	// machine. It succeeds only while owner owns the request with a lease
 	// alive at at, and fails with ErrNotOwner otherwise: the record and a

@@ -211,6 +211,9 @@ func testMarkFirstDelta(t *testing.T, b Backend) {
 		t.Fatalf("marking twice: %v", err)
 	}
 	got := mustGet(t, s, "req_1")
+	if got.Phase != store.PhaseStreaming {
+		t.Errorf("phase %q after the boundary record, want streaming", got.Phase)
+	}
 	if !got.FirstDeltaSent || !got.FirstDeltaAt.Equal(t0.Add(7)) || !got.UpdatedAt.Equal(t0.Add(9)) {
 		t.Errorf("first delta %v at %v updated %v; want true at %v (the first mark), updated %v",
 			got.FirstDeltaSent, got.FirstDeltaAt, got.UpdatedAt, t0.Add(7), t0.Add(9))
