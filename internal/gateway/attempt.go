@@ -154,7 +154,7 @@ func (rn *run) chunk(a *attempt, ev sse.Event) {
 		// take any "error" key for an error.
 		data, rewrite = sse.StripNullError(nil, data), true
 	}
-	if class&sse.Output != 0 {
+	if class&sse.ToolCalls != 0 {
 		if d, ok := deterministicToolCallIDs(data, true); ok {
 			data, rewrite = d, true
 		}
@@ -211,7 +211,9 @@ func (rn *run) readBody(a *attempt, body io.Reader) {
 			return
 		}
 		tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
-		b, _ = deterministicToolCallIDs(b, false)
+		if sse.Classify(b)&sse.ToolCalls != 0 {
+			b, _ = deterministicToolCallIDs(b, false)
+		}
 		if !rn.recordBoundary(sse.Output) {
 			return
 		}

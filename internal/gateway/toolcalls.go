@@ -1,26 +1,19 @@
 package gateway
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
-// toolCallsKey finds chunks that may carry tool calls; most chunks do not, and those skip
-// the rewrite with one byte search.
-var toolCallsKey = []byte(`"tool_calls"`)
-
 // deterministicToolCallIDs replaces the engine's tool call ids (random, different on every
 // attempt) with ids that depend only on the logical request: call_1, call_2, … in order of
 // appearance (DESIGN §5). A client that keys its tool executions on
 // "<request_id>:<tool_call_id>" then gets the same key whatever replica produced the call.
-// It returns data unchanged (and false) when the chunk names no tool call id.
+// Callers pass only chunks the scanner marked sse.ToolCalls. It returns data unchanged (and
+// false) when the chunk names no tool call id.
 func deterministicToolCallIDs(data []byte, stream bool) ([]byte, bool) {
-	if !bytes.Contains(data, toolCallsKey) {
-		return data, false
-	}
 	field := "message"
 	if stream {
 		field = "delta"

@@ -100,7 +100,7 @@ func (s *scanner) choices() (Class, int) {
 			continue
 		}
 		s.pos++
-		output, finish := s.choice()
+		output, finish, tools := s.choice()
 		if output {
 			class |= Output
 			outputs++
@@ -108,17 +108,20 @@ func (s *scanner) choices() (Class, int) {
 		if finish {
 			class |= Finish
 		}
+		if tools {
+			class |= ToolCalls
+		}
 	}
 	return class, outputs
 }
 
 // choice scans one choice object (its '{' consumed, at depth 3).
-func (s *scanner) choice() (output, finish bool) {
+func (s *scanner) choice() (output, finish, tools bool) {
 	var buf [24]byte
 	for first := true; ; first = false {
 		raw, ok := s.nextKey(first)
 		if !ok {
-			return output, finish
+			return output, finish, tools
 		}
 		switch string(s.name(raw, &buf)) {
 		case "delta", "message":
@@ -127,9 +130,9 @@ func (s *scanner) choice() (output, finish bool) {
 				continue
 			}
 			s.pos++
-			if s.delta() {
-				output = true
-			}
+			o, t := s.delta()
+			output = output || o
+			tools = tools || t
 		case "text":
 			if s.nonEmptyString(3) {
 				output = true
@@ -145,14 +148,13 @@ func (s *scanner) choice() (output, finish bool) {
 }
 
 // delta scans a delta (stream) or message (non-stream) object, its '{'
-// consumed, at depth 4, and reports whether it carries output.
-func (s *scanner) delta() bool {
+// consumed, at depth 4, and reports whether it carries output and tool calls.
+func (s *scanner) delta() (output, tools bool) {
 	var buf [24]byte
-	output := false
 	for first := true; ; first = false {
 		raw, ok := s.nextKey(first)
 		if !ok {
-			return output
+			return output, tools
 		}
 		switch string(s.name(raw, &buf)) {
 		case "content", "reasoning_content", "reasoning":
@@ -161,7 +163,7 @@ func (s *scanner) delta() bool {
 			}
 		case "tool_calls":
 			if s.nonEmptyArray(4) {
-				output = true
+				output, tools = true, true
 			}
 		default:
 			s.skip(4)

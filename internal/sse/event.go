@@ -48,13 +48,16 @@ const (
 	// clients that treat any "error" key as one (the official Go SDK does) would stop
 	// there, so a proxy must remove it before forwarding.
 	NullError
+	// ToolCalls marks a chunk where some choice has a non-empty tool_calls array (it is
+	// also Output).
+	ToolCalls
 )
 
 // OutputBearing reports whether an event carrying c crosses the delivery
 // boundary: it has output or a finish reason.
 func (c Class) OutputBearing() bool { return c&(Output|Finish) != 0 }
 
-var classNames = [...]string{"Comment", "Done", "Output", "Finish", "Usage", "Error", "Malformed", "NullError"}
+var classNames = [...]string{"Comment", "Done", "Output", "Finish", "Usage", "Error", "Malformed", "NullError", "ToolCalls"}
 
 // String lists the set bits, e.g. "Output|Finish"; "0" for the empty set.
 func (c Class) String() string {

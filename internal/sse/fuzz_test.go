@@ -63,6 +63,7 @@ func referenceClassify(data []byte) (Class, int) {
 			}
 			if calls, ok := d["tool_calls"].([]any); ok && len(calls) > 0 {
 				output = true
+				class |= ToolCalls
 			}
 		}
 		if output {

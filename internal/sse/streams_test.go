@@ -90,8 +90,8 @@ var streamCases = []streamCase{
 			"data: [DONE]\n\n",
 		want: []wantEvent{
 			{raw: ": keepalive\n\n", class: Comment},
-			ev("data: "+vllmToolStart+"\n\n", vllmToolStart, Output),
-			ev("data: "+vllmToolArgs+"\n\n", vllmToolArgs, Output),
+			ev("data: "+vllmToolStart+"\n\n", vllmToolStart, Output|ToolCalls),
+			ev("data: "+vllmToolArgs+"\n\n", vllmToolArgs, Output|ToolCalls),
 			ev("data: "+vllmToolDone+"\n\n", vllmToolDone, Finish),
 			ev("data: [DONE]\n\n", "[DONE]", Done),
 		},
