@@ -420,9 +420,24 @@ func TestEngineQueueSteersRouting(t *testing.T) {
 		}()
 	}
 	waitRecords(t, e.sims[0], 3)
+	if _, err := e.sims[0].WaitRecord(testCtx(t), func(r sim.Record) bool { return r.TokensComputed > 0 }); err != nil {
+		t.Fatal(err)
+	}
 	refresh := post(t, e.srv.URL+"/admin/refresh", "")
-	if b := readAll(t, refresh); refresh.StatusCode != 200 || !strings.Contains(b, `"engine_waiting": 2`) {
-		t.Fatalf("refresh: %d %s", refresh.StatusCode, b)
+	var ready struct {
+		Pools []struct {
+			Replicas []struct {
+				Name    string `json:"name"`
+				Running int    `json:"engine_running"`
+				Waiting int    `json:"engine_waiting"`
+			} `json:"replicas"`
+		} `json:"pools"`
+	}
+	if err := json.NewDecoder(refresh.Body).Decode(&ready); err != nil || refresh.StatusCode != 200 {
+		t.Fatalf("refresh: %d %v", refresh.StatusCode, err)
+	}
+	if busy := ready.Pools[0].Replicas[0]; busy.Name != "sim-1" || busy.Running < 1 {
+		t.Fatalf("the gateway does not see sim-1's load: %+v", busy)
 	}
 	r := e.stream(testCtx(t), chatParams("where to?", 2))
 	if r.err != nil || len(e.simRequests(1, r.requestID)) != 1 {
