@@ -24,8 +24,9 @@ func TestUpstreamConnectionsAreReused(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	// Probes and scrapes share the client; allow them a connection of their own.
-	if n := p.Stats().Accepted; n > 2 {
+	// Probes and scrapes share the client and may run alongside a request: allow them
+	// connections of their own. Without reuse this would be 20 or more.
+	if n := p.Stats().Accepted; n > 3 {
 		t.Fatalf("%d upstream connections for 20 sequential requests", n)
 	}
 }
