@@ -58,9 +58,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	}
 	now := s.now()
 	if s.isDraining() {
-		w.Header().Set("Retry-After", "1")
-		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
-			Message: "this gateway is shutting down; send the request to another one", RequestID: id})
+		refuseDraining(w, id)
 		return
 	}
 	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model, start: now}
@@ -93,9 +91,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
 		// gateway's lease, which lapses, and another gateway may take it over.
-		w.Header().Set("Retry-After", "1")
-		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
-			Message: "this gateway is shutting down; send the request to another one", RequestID: id})
+		refuseDraining(w, id)
 		return
 	}
 	defer s.unregister(rn)

@@ -70,3 +70,10 @@ func (s *Server) isDraining() bool {
 	defer s.activeMu.Unlock()
 	return s.draining
 }
+
+// refuseDraining answers a request that arrives while the gateway drains.
+func refuseDraining(w http.ResponseWriter, id string) {
+	w.Header().Set("Retry-After", "1")
+	openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
+		Message: "this gateway is shutting down; send the request to another one", RequestID: id})
+}
