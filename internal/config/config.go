@@ -7,7 +7,7 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Models lists the pools: one per served model name.
 	Models []Model `yaml:"models"`
-	// Policy is the failover policy of DESIGN §3.
+	// Policy is the failover policy of docs/design.md §3.
 	Policy Policy `yaml:"policy"`
 	// Health configures active probes and passive health.
 	Health Health `yaml:"health"`
@@ -29,13 +29,23 @@ type Config struct {
 	Traces bool `yaml:"traces"`
 	// Leases configures the leases of attempts on replicas with an agent.
 	Leases Leases `yaml:"leases"`
+	// Shutdown configures how a stopping gateway ends its running requests.
+	Shutdown Shutdown `yaml:"shutdown"`
 	// AgentSecretFile holds the secret shared with the agents (their --secret-file), sent
 	// on every renewal and cancel. Optional: agents without a secret accept control calls
 	// from loopback only.
 	AgentSecretFile string `yaml:"agent_secret_file"`
 }
 
-// Leases configures attempt leases (DESIGN §4).
+// Shutdown configures the drain on SIGTERM.
+type Shutdown struct {
+	// DrainGrace is how long running requests may go on after the gateway was told to
+	// stop; those still running then end with a gateway_shutdown error event. The process
+	// exits within the grace plus a few seconds whatever the clients do. Default 25s.
+	DrainGrace Duration `yaml:"drain_grace"`
+}
+
+// Leases configures attempt leases (docs/design.md §4).
 type Leases struct {
 	// TTL: an agent aborts an attempt whose lease was not renewed for this long. It bounds
 	// how long a cut-off replica keeps decoding, and how long a rerun after a partition
@@ -107,6 +117,10 @@ type Replica struct {
 	// KVCacheDomain names a group of replicas that share a KV cache; their fingerprints
 	// must be identical.
 	KVCacheDomain string `yaml:"kv_cache_domain"`
+	// Engine names the engine behind the URL: vllm, sglang, llamacpp, tgi or generic.
+	// Default: found from the engine's metrics (vllm:*, sglang:*), else generic. It decides
+	// engine-specific requests, such as per-chunk token usage (vLLM and SGLang).
+	Engine string `yaml:"engine"`
 	// Agent marks a replica reached through a fencegate agent (fenced mode): its attempts
 	// hold leases, so an attempt that goes silent can be proven stopped and rerun.
 	Agent bool `yaml:"agent"`
@@ -116,7 +130,7 @@ type Replica struct {
 var FingerprintKeys = []string{"revision", "quantization", "tokenizer", "chat_template", "cache_dtype",
 	"tensor_parallel_size", "pipeline_parallel_size", "block_size", "lora"}
 
-// Policy is the failover policy. See DESIGN §3.
+// Policy is the failover policy. See docs/design.md §3.
 type Policy struct {
 	// MaxAttempts bounds the attempts of one logical request (first try included). Default 2.
 	MaxAttempts int `yaml:"max_attempts"`
@@ -145,6 +159,16 @@ type Policy struct {
 	// PrefillTokensPerSecond is the pool's prefill speed used for MaxRerunPrefillTime.
 	// Default 10000.
 	PrefillTokensPerSecond float64 `yaml:"prefill_tokens_per_second"`
+	// ClientWriteTimeout: a client that accepts no bytes of its response for this long is
+	// treated as gone (its upstream is cancelled, the outcome is client_stalled), so a
+	// client that stops reading holds no replica and no gateway resources. Default 30s.
+	ClientWriteTimeout Duration `yaml:"client_write_timeout"`
+	// MaxRequestDuration bounds a whole request, streaming or not, attempts and reruns
+	// included; past it the request ends with request_timeout. 0 (default): no bound.
+	MaxRequestDuration Duration `yaml:"max_request_duration"`
+	// MaxHeldBytes bounds the events an engine may send before its first output (they are
+	// held back until then). An attempt that sends more is failed. Default 1 MiB.
+	MaxHeldBytes int `yaml:"max_held_bytes"`
 	// AllowCrossFingerprintRerun lets a rerun go to a replica whose fingerprint differs
 	// from the first attempt's. Off by default: the answer could differ in kind.
 	AllowCrossFingerprintRerun bool `yaml:"allow_cross_fingerprint_rerun"`

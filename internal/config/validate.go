@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Defaults of the failover policy (DESIGN §3) and of health tracking.
+// Defaults of the failover policy (docs/design.md §3) and of health tracking.
 const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultMaxAttempts       = 2
@@ -38,7 +38,13 @@ const (
 	DefaultLeaseTTL          = 3 * time.Second
 	DefaultRenewEvery        = time.Second
 	DefaultDriftMargin       = 500 * time.Millisecond
+	DefaultClientWrite       = 30 * time.Second
+	DefaultMaxHeldBytes      = 1 << 20
+	DefaultDrainGrace        = 25 * time.Second
 )
+
+// EngineKinds are the values of a replica's engine field.
+var EngineKinds = []string{"vllm", "sglang", "llamacpp", "tgi", "generic"}
 
 // Validate fills defaults and checks every field; the error names the field at fault.
 func (c *Config) Validate() error {
@@ -99,6 +105,9 @@ func (c *Config) Validate() error {
 	if i.MaxReplayBytes < 0 {
 		return fmt.Errorf("idempotency.max_replay_bytes: %d must be positive", i.MaxReplayBytes)
 	}
+	if err := defaultPositive(&c.Shutdown.DrainGrace, DefaultDrainGrace, "shutdown.drain_grace"); err != nil {
+		return err
+	}
 	return c.Leases.validate()
 }
 
@@ -152,6 +161,9 @@ func (m *Model) validate(field string) error {
 		seen[r.Name] = true
 		if r.Priority < 0 {
 			return fmt.Errorf("%s.priority: %d must be >= 0", f, r.Priority)
+		}
+		if r.Engine != "" && !slices.Contains(EngineKinds, r.Engine) {
+			return fmt.Errorf("%s.engine: %q is not one of %s", f, r.Engine, strings.Join(EngineKinds, ", "))
 		}
 		for k := range r.Fingerprint {
 			if !slices.Contains(FingerprintKeys, k) {
@@ -216,6 +228,21 @@ func (p *Policy) validate() error {
 	}
 	if err := defaultPositive(&p.Keepalive, DefaultKeepalive, "policy.keepalive"); err != nil {
 		return err
+	}
+	if err := defaultPositive(&p.ClientWriteTimeout, DefaultClientWrite, "policy.client_write_timeout"); err != nil {
+		return err
+	}
+	if p.MaxRequestDuration < 0 {
+		if p.MaxRequestDuration == invalidDuration {
+			return fmt.Errorf("policy.max_request_duration: not a duration (write e.g. 10m)")
+		}
+		return fmt.Errorf("policy.max_request_duration: must be >= 0")
+	}
+	if p.MaxHeldBytes == 0 {
+		p.MaxHeldBytes = DefaultMaxHeldBytes
+	}
+	if p.MaxHeldBytes < 1024 {
+		return fmt.Errorf("policy.max_held_bytes: %d is below the minimum of 1024", p.MaxHeldBytes)
 	}
 	if p.MaxRerunPrefillTokens < 0 {
 		return fmt.Errorf("policy.max_rerun_prefill_tokens: %d must be >= 0", p.MaxRerunPrefillTokens)

@@ -51,7 +51,14 @@ type Request struct {
 	Model        string
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage
-	MaxTokens    int  // max_completion_tokens, else max_tokens; 0 when unset
+	// ContinuousUsage is stream_options.continuous_usage_stats (vLLM, SGLang): usage in
+	// every chunk.
+	ContinuousUsage bool
+	MaxTokens       int // max_completion_tokens, else max_tokens; 0 when unset
+	// N is the number of choices per prompt (n, default 1); Choices the number of choices
+	// of the answer: N times the prompts of a completions prompt array.
+	N       int
+	Choices int
 	// Prompt is the input as text, for prefix affinity and cost estimates.
 	// Completions: the prompt string, or the strings of an array joined with
 	// '\n' (empty for a prompt given as token ids). Chat: one "role: content\n"
@@ -61,6 +68,14 @@ type Request struct {
 	// Body is the original body (not a copy), forwarded to the engine as is.
 	Body []byte
 }
+
+// Limits on the choices of one request: n as OpenAI bounds it, and the choices of a
+// completions prompt array, which multiply (a gateway must not let one request fan out
+// without bound).
+const (
+	MaxN       = 128
+	MaxChoices = 1024
+)
 
 // ParseRequest validates a client's request body for ep and extracts what
 // the gateway needs. Errors have Status 400, type invalid_request_error, a
@@ -86,13 +101,14 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 		return nil, typeError("model", "a string", model)
 	}
 
+	prompts := 1
 	switch ep {
 	case Chat:
 		if r.Prompt, e = renderMessages(fields["messages"]); e != nil {
 			return nil, e
 		}
 	case Completions:
-		if r.Prompt, e = renderPrompt(fields["prompt"]); e != nil {
+		if r.Prompt, prompts, e = renderPrompt(fields["prompt"]); e != nil {
 			return nil, e
 		}
 	}
@@ -102,18 +118,25 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 			return nil, typeError("stream", "a boolean", raw)
 		}
 	}
+	r.N = 1
 	if raw, ok := present(fields, "n"); ok {
 		n, isInt := integer(raw)
 		switch {
 		case !isInt:
 			return nil, typeError("n", "an integer", raw)
-		case n > 1:
-			return nil, invalid("n", "unsupported_value",
-				fmt.Sprintf("Invalid 'n': only n=1 is supported, but got %d.", n))
+		case n > MaxN:
+			return nil, invalid("n", "invalid_value",
+				fmt.Sprintf("Invalid 'n': expected a value of at most %d, but got %d instead.", MaxN, n))
 		case n < 1:
 			return nil, invalid("n", "invalid_value",
 				fmt.Sprintf("Invalid 'n': expected a value of at least 1, but got %d instead.", n))
 		}
+		r.N = int(n)
+	}
+	r.Choices = r.N * prompts
+	if r.Choices > MaxChoices {
+		return nil, invalid("n", "invalid_value",
+			fmt.Sprintf("Invalid 'n': %d choices for each of %d prompts is %d choices, more than the limit of %d.", r.N, prompts, r.Choices, MaxChoices))
 	}
 	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
 		raw, ok := present(fields, name)
@@ -156,6 +179,11 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 		if raw, ok := present(opts, "include_usage"); ok {
 			if err := json.Unmarshal(raw, &r.IncludeUsage); err != nil {
 				return nil, typeError("stream_options.include_usage", "a boolean", raw)
+			}
+		}
+		if raw, ok := present(opts, "continuous_usage_stats"); ok {
+			if err := json.Unmarshal(raw, &r.ContinuousUsage); err != nil {
+				return nil, typeError("stream_options.continuous_usage_stats", "a boolean", raw)
 			}
 		}
 	}
@@ -248,37 +276,39 @@ func writeContent(b *strings.Builder, raw json.RawMessage) {
 }
 
 // renderPrompt validates a completions prompt: a string, an array of
-// strings, an array of token ids or an array of such arrays.
-func renderPrompt(raw json.RawMessage) (string, *Error) {
+// strings, an array of token ids or an array of such arrays. It also returns
+// the number of prompts: each string of an array, and each token-id array of
+// an array of arrays, is a prompt of its own with its own choices.
+func renderPrompt(raw json.RawMessage) (string, int, *Error) {
 	if raw == nil || isNull(raw) {
-		return "", invalid("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
+		return "", 0, invalid("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
 	}
 	const want = "a string, an array of strings, or an array of token ids"
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, 1, nil
 	}
 	var items []json.RawMessage
 	if kindOf(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
-		return "", typeError("prompt", want, raw)
+		return "", 0, typeError("prompt", want, raw)
 	}
 	if len(items) == 0 {
-		return "", invalid("prompt", "empty_array",
+		return "", 0, invalid("prompt", "empty_array",
 			"Invalid 'prompt': empty array. Expected a non-empty prompt, but got an empty array instead.")
 	}
 	var strs []string
 	if json.Unmarshal(raw, &strs) == nil {
-		return strings.Join(strs, "\n"), nil
+		return strings.Join(strs, "\n"), len(strs), nil
 	}
 	var tokens []int64
 	if json.Unmarshal(raw, &tokens) == nil {
-		return "", nil
+		return "", 1, nil
 	}
 	var batches [][]int64
 	if json.Unmarshal(raw, &batches) == nil {
-		return "", nil
+		return "", len(batches), nil
 	}
-	return "", typeError("prompt", want, raw)
+	return "", 0, typeError("prompt", want, raw)
 }
 
 // present returns a member that is there and not null: optional fields
