@@ -8,6 +8,7 @@ package enginemetrics
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -26,6 +27,8 @@ type Snapshot struct {
 	Model string
 	// Known is false when none of the known metric names was present.
 	Known bool
+	// Engine names the engine whose metric names were found: "vllm", "sglang" or "".
+	Engine string
 }
 
 // Names of the metrics read, per engine. A gauge may be exported with several label sets
@@ -47,6 +50,7 @@ func Parse(r io.Reader) (Snapshot, error) {
 	var ok bool
 	var v float64
 	s.Model = modelName(fams)
+	s.Engine = engineOf(fams)
 	if v, ok = sum(fams, runningNames); ok {
 		s.Running, s.Known = int(v), true
 	}
@@ -116,6 +120,19 @@ func modelName(fams map[string]*dto.MetricFamily) string {
 					return l.GetValue()
 				}
 			}
+		}
+	}
+	return ""
+}
+
+// engineOf tells the engine from its metric names' prefix.
+func engineOf(fams map[string]*dto.MetricFamily) string {
+	for name := range fams {
+		switch {
+		case strings.HasPrefix(name, "vllm:"):
+			return "vllm"
+		case strings.HasPrefix(name, "sglang:"):
+			return "sglang"
 		}
 	}
 	return ""

@@ -2,9 +2,10 @@ package failover
 
 var actionNames = [...]string{
 	ActStartAttempt:   "start",
-	ActCancelAttempt:  "cancel",
+	ActEndAttempt:     "end",
 	ActSendHeaders:    "headers",
 	ActKeepalive:      "keepalive",
+	ActRecordBoundary: "record-boundary",
 	ActMarkFirstDelta: "mark-first-delta",
 	ActHold:           "hold",
 	ActDiscardHeld:    "discard-held",

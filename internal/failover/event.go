@@ -13,10 +13,12 @@ const (
 	EvStart EventKind = iota + 1
 	// EvDispatched: the shell chose Replica for Attempt and is sending the request.
 	EvDispatched
-	// EvNoReplica: the shell found no available replica for Attempt.
+	// EvNoReplica: the shell found no available replica for Attempt, or could not send it
+	// (Reason says why); nothing reached any replica.
 	EvNoReplica
-	// EvChunk: one complete SSE event of Attempt, classified (Chunk) with its output count
-	// (Tokens). Err is set when the event is an engine error.
+	// EvChunk: one complete SSE event of Attempt, classified (Chunk). Tokens is the output
+	// tokens it carries, Size its length in bytes, Finished/FinishedHigh the choices it
+	// finishes (see sse.Summary). Err is set when the event is an engine error.
 	EvChunk
 	// EvBody: the complete non-streaming response body of Attempt arrived (Tokens = its
 	// completion tokens).
@@ -26,7 +28,8 @@ const (
 	// EvFailed: Attempt failed; Failure classifies it, Reason is a short journal word
 	// ("connection_refused", "engine_status_500", ...), Err the engine's error if it sent one.
 	EvFailed
-	// EvClientGone: the client went away.
+	// EvClientGone: the client went away; Stalled when it stopped accepting bytes for
+	// client_write_timeout rather than closing the connection.
 	EvClientGone
 	// EvTick: time passed; the shell sends it when Deadline() is reached.
 	EvTick
@@ -34,9 +37,12 @@ const (
 	// acknowledged the cancel, or its lease has certainly expired. Reason says which.
 	EvFenced
 	// EvAbort: the shell cannot go on with the request (it lost ownership of it to another
-	// gateway, or cannot record the delivery boundary durably). The current attempt is
-	// cancelled and the request ends with Err; it is never rerun here.
+	// gateway, the journal is unavailable, the gateway is shutting down). The current
+	// attempt is cancelled and the request ends with Err; it is never rerun here.
 	EvAbort
+	// EvBoundaryRecorded answers ActRecordBoundary: Err is nil when the delivery boundary
+	// is durable, otherwise the request ends with Err and nothing is delivered.
+	EvBoundaryRecorded
 )
 
 // Event is one input to Machine.Step. Only the fields its Kind names are read.
@@ -46,13 +52,21 @@ type Event struct {
 	Replica string
 	Chunk   sse.Class
 	Tokens  int
-	Failure FailureClass
-	Reason  string
-	Err     *openai.Error
+	Size    int
+	// Finished is the bit set of choice indices 0..63 that this chunk finishes;
+	// FinishedHigh counts finishing choices with a higher index.
+	Finished     uint64
+	FinishedHigh int
+	Failure      FailureClass
+	Reason       string
+	Err          *openai.Error
 	// Dial marks an EvFailed in which no connection was made: the replica is not listening
 	// and the request never reached it.
 	Dial bool
 	// Fenceable marks an EvDispatched attempt that holds a worker-side lease (the replica
 	// has an agent): if it becomes uncertain it can be proven stopped, and so rerun.
 	Fenceable bool
+	// Stalled marks an EvClientGone caused by the client accepting no bytes for the write
+	// timeout.
+	Stalled bool
 }

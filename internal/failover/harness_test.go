@@ -7,7 +7,7 @@ import (
 )
 
 // shell is a test stand-in for the gateway: it performs actions the way the gateway must and
-// checks, after every step, the invariants of DESIGN §2 and §3.
+// checks, after every step, the invariants of docs/design.md §2 and §3.
 type shell struct {
 	t   *testing.T
 	m   *Machine
@@ -28,6 +28,14 @@ type shell struct {
 	clientGone    bool
 	dials         int
 	committedSeen bool
+	ended         map[int]bool
+	dispatched    []int
+	recordPending bool // ActRecordBoundary returned, EvBoundaryRecorded not yet stepped
+	recorded      bool // the durable boundary record succeeded
+	// finishedWritten are the choices whose finish reached the client; parkedFinished
+	// those of the event parked for a boundary record.
+	finishedWritten uint64
+	parkedFinished  uint64
 }
 
 func newShell(t *testing.T, cfg Config) *shell {
@@ -40,7 +48,18 @@ func (s *shell) step(ev Event) []Action {
 	if ev.Kind == EvFailed && ev.Dial && ev.Attempt == s.m.Current() && !s.m.Done() && !s.m.Committed() {
 		s.dials++
 	}
+	if s.recordPending && ev.Kind != EvBoundaryRecorded {
+		s.t.Fatalf("event %v stepped while a boundary record was pending", ev.Kind)
+	}
+	if ev.Kind == EvBoundaryRecorded {
+		s.recordPending = false
+		s.recorded = ev.Err == nil
+	}
+	nAttempts := len(s.m.Attempts())
 	acts := s.m.Step(ev, s.now)
+	if len(s.m.Attempts()) > nAttempts {
+		s.dispatched = append(s.dispatched, s.m.Attempts()[nAttempts].N)
+	}
 	if wasDone && len(acts) > 0 {
 		s.t.Fatalf("actions after the terminal action: %+v", acts)
 	}
@@ -64,8 +83,23 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 		}
 		s.started = append(s.started, a.Attempt)
 		s.pendingStart = a.Attempt
-	case ActCancelAttempt:
-		s.cancelled = append(s.cancelled, a.Attempt)
+	case ActEndAttempt:
+		if s.ended[a.Attempt] {
+			t.Fatalf("attempt %d ended twice", a.Attempt)
+		}
+		if s.ended == nil {
+			s.ended = map[int]bool{}
+		}
+		s.ended[a.Attempt] = true
+		if a.Cancel {
+			s.cancelled = append(s.cancelled, a.Attempt)
+		}
+	case ActRecordBoundary:
+		if s.firstDelta || s.recordPending {
+			t.Fatalf("boundary recorded twice")
+		}
+		s.recordPending = true
+		s.parkedFinished = ev.Finished
 	case ActSendHeaders:
 		if s.headersSent {
 			t.Fatalf("headers sent twice")
@@ -79,6 +113,9 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 	case ActMarkFirstDelta:
 		if s.firstDelta {
 			t.Fatalf("first delta marked twice")
+		}
+		if s.m.cfg.DurableBoundary && !s.recorded {
+			t.Fatalf("first delta marked before the boundary was recorded durably")
 		}
 		s.firstDelta = true
 	case ActHold:
@@ -109,13 +146,28 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 				s.written = append(s.written, a.Attempt)
 			}
 		} else {
-			if ev.Attempt != a.Attempt {
+			if ev.Attempt != a.Attempt && !(ev.Kind == EvBoundaryRecorded && a.Attempt == s.m.Current()) {
 				t.Fatalf("write of attempt %d for an event of attempt %d", a.Attempt, ev.Attempt)
 			}
 			s.written = append(s.written, a.Attempt)
+			if ev.Kind == EvChunk {
+				s.finishedWritten |= ev.Finished
+			} else if ev.Kind == EvBoundaryRecorded {
+				s.finishedWritten |= s.parkedFinished
+			}
 		}
 	case ActFinish, ActFail:
 		s.terminal = append(s.terminal, a)
+		if a.Kind == ActFinish && a.Outcome == Completed && s.m.cfg.Stream {
+			if want := uint64(1)<<s.m.cfg.Choices - 1; s.finishedWritten&want != want {
+				t.Fatalf("stream completed with finished choices %b of %d", s.finishedWritten, s.m.cfg.Choices)
+			}
+		}
+		for _, n := range s.dispatched {
+			if !s.ended[n] {
+				t.Fatalf("request ended while attempt %d was not ended", n)
+			}
+		}
 		if a.Kind == ActFail && a.AsEvent != s.headersSent {
 			t.Fatalf("error AsEvent=%v but headersSent=%v", a.AsEvent, s.headersSent)
 		}
@@ -168,7 +220,11 @@ func kinds(acts []Action) string {
 		if i > 0 {
 			out += " "
 		}
-		out += a.Kind.String()
+		name := a.Kind.String()
+		if a.Kind == ActEndAttempt && a.Cancel {
+			name = "cancel"
+		}
+		out += name
 		if a.Attempt > 0 {
 			out += fmt.Sprintf("(%d)", a.Attempt)
 		}

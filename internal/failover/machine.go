@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
@@ -18,16 +17,30 @@ type Config struct {
 	Model     string
 	// Stream is true for a streaming response (SSE).
 	Stream bool
+	// Choices is the number of choices the answer has (n, times the prompts of a
+	// completions prompt array); a stream is complete only when every one has finished.
+	// Default 1.
+	Choices int
 	// MaxAttempts bounds the attempts, first try included (>= 1).
 	MaxAttempts int
 	// FirstTokenTimeout and IdleTimeout: silence past them makes the attempt uncertain.
 	FirstTokenTimeout time.Duration
 	IdleTimeout       time.Duration
+	// MaxDuration bounds the whole request (0: no bound). Past it the request ends with
+	// request_timeout, whatever it was doing.
+	MaxDuration time.Duration
 	// Keepalive: period of SSE comments while nothing was delivered (streaming only; 0 = off).
 	Keepalive time.Duration
-	// CanFence reports whether an uncertain attempt can be proven stopped (a worker-side
-	// lease). In direct mode it is false and an uncertain attempt is never rerun.
-	CanFence bool
+	// MaxHeldBytes bounds the non-output events held before the boundary (0: no bound).
+	// An attempt that sends more is failed: an engine does not send that much preamble.
+	MaxHeldBytes int
+	// EndGrace is how long an attempt that sent an engine error event has to end its
+	// stream; its ending proves the engine stopped. Past it the gateway closes the stream
+	// itself, which proves nothing (the attempt is uncertain). Default 5s.
+	EndGrace time.Duration
+	// DurableBoundary: the boundary must be recorded durably before it is crossed
+	// (ActRecordBoundary), because another gateway may take the request over.
+	DurableBoundary bool
 	// Budget is the pool's retry budget (nil: unlimited).
 	Budget Budget
 	// RerunTokenLimit refuses a rerun whose prompt is estimated above this many tokens
@@ -35,6 +48,9 @@ type Config struct {
 	RerunTokenLimit int
 	PromptTokens    int
 }
+
+// DefaultEndGrace is Config.EndGrace's default.
+const DefaultEndGrace = 5 * time.Second
 
 // AttemptInfo is what the machine knows of one attempt, for the journal.
 type AttemptInfo struct {
@@ -56,6 +72,7 @@ const (
 	dispatching              // ActStartAttempt returned, replica not yet chosen
 	waiting                  // dispatched, nothing received yet
 	receiving                // at least one event received
+	closing                  // the engine sent an error event; waiting for it to end the stream
 	fencing                  // an uncertain attempt was cancelled; its rerun waits for EvFenced
 )
 
@@ -63,6 +80,7 @@ const (
 type Machine struct {
 	cfg Config
 
+	started  time.Time
 	attempt  int // current attempt number; 0 before the first
 	phase    attemptPhase
 	lastSeen time.Time // last event of the current attempt (or its dispatch)
@@ -76,9 +94,23 @@ type Machine struct {
 	committed   bool
 	headersSent bool
 	held        int
-	sawFinish   bool
-	delivered   int
-	keepaliveAt time.Time
+	heldBytes   int
+	// finished are the choices of the current attempt that sent a finish_reason:
+	// indices below 64 as bits, the others counted.
+	finished     uint64
+	finishedHigh int
+	delivered    int
+	keepaliveAt  time.Time
+
+	// A durable boundary is recorded once; until the answer, the event that would cross
+	// it is parked.
+	boundaryRecorded bool
+	parked           Event
+	parkedSet        bool
+
+	// closing: the engine's error event, and until when it may end its stream.
+	closingErr   *openai.Error
+	closingUntil time.Time
 
 	outcome Outcome
 	err     *openai.Error
@@ -91,6 +123,12 @@ type Machine struct {
 func New(cfg Config) *Machine {
 	if cfg.MaxAttempts < 1 {
 		cfg.MaxAttempts = 1
+	}
+	if cfg.Choices < 1 {
+		cfg.Choices = 1
+	}
+	if cfg.EndGrace <= 0 {
+		cfg.EndGrace = DefaultEndGrace
 	}
 	return &Machine{cfg: cfg, out: make([]Action, 0, 8)}
 }
@@ -116,6 +154,16 @@ func (m *Machine) Delivered() int { return m.delivered }
 // Attempts lists the attempts so far. The slice is owned by the machine.
 func (m *Machine) Attempts() []AttemptInfo { return m.attempts }
 
+// Attempt returns what the machine knows of attempt n.
+func (m *Machine) Attempt(n int) (AttemptInfo, bool) {
+	for i := range m.attempts {
+		if m.attempts[i].N == n {
+			return m.attempts[i], true
+		}
+	}
+	return AttemptInfo{}, false
+}
+
 // Current is the current attempt number (0 before the first).
 func (m *Machine) Current() int { return m.attempt }
 
@@ -129,24 +177,36 @@ func (m *Machine) Tried(replica string) bool {
 	return false
 }
 
+// Fencing reports whether the machine waits for EvFenced before a rerun.
+func (m *Machine) Fencing() bool { return m.phase == fencing && !m.done }
+
 // Deadline is when the shell must send EvTick next (zero: no deadline).
 func (m *Machine) Deadline() time.Time {
 	if m.done {
 		return time.Time{}
 	}
 	var d time.Time
-	if m.phase == waiting || m.phase == receiving {
-		timeout := m.cfg.FirstTokenTimeout
-		if m.phase == receiving {
-			timeout = m.cfg.IdleTimeout
-		}
-		if timeout > 0 {
-			d = m.lastSeen.Add(timeout)
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
 		}
 	}
-	if !m.keepaliveAt.IsZero() && (d.IsZero() || m.keepaliveAt.Before(d)) {
-		d = m.keepaliveAt
+	switch m.phase {
+	case waiting:
+		if m.cfg.FirstTokenTimeout > 0 {
+			earliest(m.lastSeen.Add(m.cfg.FirstTokenTimeout))
+		}
+	case receiving:
+		if m.cfg.IdleTimeout > 0 {
+			earliest(m.lastSeen.Add(m.cfg.IdleTimeout))
+		}
+	case closing:
+		earliest(m.closingUntil)
 	}
+	if m.cfg.MaxDuration > 0 && !m.started.IsZero() {
+		earliest(m.started.Add(m.cfg.MaxDuration))
+	}
+	earliest(m.keepaliveAt)
 	return d
 }
 
@@ -160,6 +220,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 	switch ev.Kind {
 	case EvStart:
 		if m.attempt == 0 {
+			m.started = now
 			if m.cfg.Stream && m.cfg.Keepalive > 0 {
 				m.keepaliveAt = now.Add(m.cfg.Keepalive)
 			}
@@ -176,29 +237,29 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 			m.noReplica(ev.Attempt, ev.Reason)
 		}
 	case EvChunk:
-		if m.current(ev.Attempt) && m.active() {
-			m.chunk(ev, now)
+		if m.current(ev.Attempt) && !m.parkedSet {
+			switch m.phase {
+			case waiting, receiving:
+				m.chunk(ev, now)
+			case closing:
+				m.closingChunk(ev, now)
+			}
 		}
 	case EvBody:
-		if m.current(ev.Attempt) && m.active() {
-			m.endAttempt(now, "completed", 0)
-			m.cross()
-			m.delivered = ev.Tokens
-			m.emit(Action{Kind: ActWrite, Attempt: ev.Attempt})
-			m.finish(Completed, false)
+		if m.current(ev.Attempt) && m.active() && !m.parkedSet {
+			m.body(ev, now)
 		}
 	case EvEnd:
-		if m.current(ev.Attempt) && m.active() {
-			if m.committed && m.sawFinish {
-				// The engine finished the answer but sent no [DONE]: complete it ourselves.
-				m.endAttempt(now, "completed", 0)
-				m.finish(Completed, true)
-				return m.out
-			}
-			m.fail(ev.Attempt, Dead, "closed_mid_stream", nil, now, false)
+		if m.current(ev.Attempt) && m.phase != fencing && m.attemptLive() && !m.parkedSet {
+			m.streamEnded(ev.Attempt, now)
 		}
 	case EvFailed:
-		if m.current(ev.Attempt) && m.active() {
+		if m.current(ev.Attempt) && m.attemptLive() && !m.parkedSet {
+			if m.phase == closing && ev.Failure == Dead {
+				// The engine reported an error and then its connection ended: proof.
+				m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false)
+				return m.out
+			}
 			if ev.Dial && !m.committed {
 				m.dialFailures++
 			}
@@ -208,23 +269,28 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.current(ev.Attempt) && m.phase == fencing {
 			m.startAttempt(true)
 		}
-	case EvClientGone:
-		if m.phase == waiting || m.phase == receiving {
-			m.endAttempt(now, "client_gone", 0)
-			m.emit(Action{Kind: ActCancelAttempt, Attempt: m.attempt, Reason: "client_gone"})
+	case EvBoundaryRecorded:
+		if m.parkedSet {
+			m.boundaryAnswered(ev, now)
 		}
-		m.finish(Cancelled, false)
+	case EvClientGone:
+		outcome, reason := Cancelled, "client_gone"
+		if ev.Stalled {
+			outcome, reason = ClientStalled, "client_stalled"
+		}
+		m.parkedSet = false
+		if m.attemptLive() {
+			m.endAttempt(now, reason, 0, true, false)
+		}
+		m.finish(outcome, false)
 	case EvTick:
 		m.tick(now)
 	case EvAbort:
-		if m.phase == waiting || m.phase == receiving {
-			m.emit(Action{Kind: ActCancelAttempt, Attempt: m.attempt, Reason: ev.Reason})
-			m.endAttempt(now, ev.Reason, 0)
+		m.parkedSet = false
+		if m.attemptLive() {
+			m.endAttempt(now, ev.Reason, 0, true, false)
 		}
-		if m.held > 0 {
-			m.held = 0
-			m.emit(Action{Kind: ActDiscardHeld, Attempt: m.attempt})
-		}
+		m.discardHeld()
 		m.end(m.decorate(ev.Err, false))
 	}
 	return m.out
@@ -232,181 +298,18 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 
 func (m *Machine) current(attempt int) bool { return attempt == m.attempt && attempt > 0 }
 
-// active reports whether the current attempt is dispatched and not yet ended.
+// active reports whether the current attempt is dispatched and answering normally.
 func (m *Machine) active() bool { return m.phase == waiting || m.phase == receiving }
 
-// Fencing reports whether the machine waits for EvFenced before a rerun.
-func (m *Machine) Fencing() bool { return m.phase == fencing && !m.done }
+// attemptLive reports whether the current attempt is dispatched and not yet ended.
+func (m *Machine) attemptLive() bool { return m.active() || m.phase == closing }
 
 func (m *Machine) emit(a Action) { m.out = append(m.out, a) }
 
 func (m *Machine) startAttempt(rerun bool) {
 	m.attempt++
 	m.phase = dispatching
-	m.sawFinish = false
+	m.finished, m.finishedHigh = 0, 0
+	m.closingErr = nil
 	m.emit(Action{Kind: ActStartAttempt, Attempt: m.attempt, Rerun: rerun})
-}
-
-// chunk handles one SSE event of the current attempt.
-func (m *Machine) chunk(ev Event, now time.Time) {
-	m.phase = receiving
-	m.lastSeen = now
-	c := ev.Chunk
-	switch {
-	case c&sseError != 0:
-		m.fail(ev.Attempt, Dead, "engine_error_event", ev.Err, now, false)
-		return
-	case c&sseMalformed != 0:
-		m.fail(ev.Attempt, Dead, "malformed_event", nil, now, false)
-		return
-	case c&sseDone != 0:
-		m.endAttempt(now, "completed", 0)
-		m.cross()
-		m.emit(Action{Kind: ActWrite, Attempt: ev.Attempt})
-		m.finish(Completed, false)
-		return
-	case c&sseComment != 0 && c&^sseComment == 0:
-		// The engine's own keepalive: ours suffices, and it must not cross the boundary.
-		return
-	}
-	if !m.committed && c&sseOutputBearing == 0 {
-		m.held++
-		m.emit(Action{Kind: ActHold, Attempt: ev.Attempt})
-		return
-	}
-	m.cross()
-	if c&sseFinish != 0 {
-		m.sawFinish = true
-	}
-	m.delivered += ev.Tokens
-	m.emit(Action{Kind: ActWrite, Attempt: ev.Attempt})
-}
-
-// cross latches the delivery boundary if it is not latched yet: headers, the first-delta
-// record, then the held events. The caller emits the write that follows.
-func (m *Machine) cross() {
-	if m.committed {
-		return
-	}
-	m.committed = true
-	m.keepaliveAt = time.Time{}
-	if m.cfg.Stream && !m.headersSent {
-		m.headersSent = true
-		m.emit(Action{Kind: ActSendHeaders})
-	}
-	m.emit(Action{Kind: ActMarkFirstDelta, Attempt: m.attempt})
-	if m.held > 0 {
-		m.held = 0
-		m.emit(Action{Kind: ActWriteHeld, Attempt: m.attempt})
-	}
-}
-
-func (m *Machine) tick(now time.Time) {
-	if (m.phase == waiting || m.phase == receiving) && !m.Deadline().After(now) {
-		timeout, reason := m.cfg.FirstTokenTimeout, "first_token_timeout"
-		if m.phase == receiving {
-			timeout, reason = m.cfg.IdleTimeout, "idle_timeout"
-		}
-		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
-			m.fail(m.attempt, Uncertain, reason, nil, now, false)
-			if m.done {
-				return
-			}
-		}
-	}
-	if !m.keepaliveAt.IsZero() && !m.keepaliveAt.After(now) && !m.committed {
-		if !m.headersSent {
-			m.headersSent = true
-			m.emit(Action{Kind: ActSendHeaders})
-		}
-		m.emit(Action{Kind: ActKeepalive})
-		m.keepaliveAt = now.Add(m.cfg.Keepalive)
-	}
-}
-
-func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass) {
-	if n := len(m.attempts); n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Ended.IsZero() {
-		m.attempts[n-1].Ended = now
-		m.attempts[n-1].EndReason = reason
-		m.attempts[n-1].Failure = f
-	}
-	m.phase = noAttempt
-}
-
-// fail handles the failure of the current attempt: fence it, then rerun or end. An
-// uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
-// its rerun waits for EvFenced, so two attempts are never alive together.
-func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial bool) {
-	d := m.shouldRerun(class, dial, now)
-	await := d == rerun && class == Uncertain
-	m.emit(Action{Kind: ActCancelAttempt, Attempt: attempt, Reason: reason, AwaitFence: await})
-	m.endAttempt(now, reason, class)
-	if m.held > 0 {
-		m.held = 0
-		m.emit(Action{Kind: ActDiscardHeld, Attempt: attempt})
-	}
-	switch {
-	case await:
-		m.phase = fencing
-	case d == rerun:
-		m.startAttempt(true)
-	default:
-		m.end(m.errorFor(d, class, reason, engineErr))
-	}
-}
-
-// fenceable reports whether the current attempt can be proven stopped.
-func (m *Machine) fenceable() bool {
-	if m.cfg.CanFence {
-		return true
-	}
-	n := len(m.attempts)
-	return n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Fenceable
-}
-
-// NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is
-// at its load limit: the client is told to come back later (429) rather than that the pool
-// is down (503).
-const NoReplicaOverloaded = "overloaded"
-
-func (m *Machine) noReplica(attempt int, reason string) {
-	m.phase = noAttempt
-	e := &openai.Error{
-		Status:  503,
-		Type:    "server_error",
-		Code:    "no_healthy_replica",
-		Message: fmt.Sprintf("no healthy replica of model %q is available", m.cfg.Model),
-	}
-	if reason == NoReplicaOverloaded {
-		e.Status, e.Type, e.Code = 429, "rate_limit_error", "pool_overloaded"
-		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
-	}
-	if attempt > 1 {
-		prev := m.attempts[len(m.attempts)-1]
-		e.Message = fmt.Sprintf("attempt %d on replica %s failed before any output (%s) and no other compatible replica of model %q is available",
-			prev.N, prev.Replica, prev.EndReason, m.cfg.Model)
-		if reason == NoReplicaOverloaded {
-			e.Message += " (all are at their load limit)"
-		}
-	}
-	m.end(m.decorate(e, true))
-}
-
-func (m *Machine) end(e *openai.Error) {
-	outcome := Failed
-	if m.committed {
-		outcome = Interrupted
-	}
-	m.err = e
-	m.outcome = outcome
-	m.done = true
-	m.keepaliveAt = time.Time{}
-	m.emit(Action{Kind: ActFail, Err: e, AsEvent: m.headersSent, Outcome: outcome})
-}
-
-func (m *Machine) finish(o Outcome, writeDone bool) {
-	m.outcome = o
-	m.done = true
-	m.keepaliveAt = time.Time{}
-	m.emit(Action{Kind: ActFinish, Outcome: o, WriteDone: writeDone})
 }

@@ -25,7 +25,11 @@ func chunk(attempt int, c sse.Class) Event {
 	if c&sse.Output != 0 {
 		tokens = 1
 	}
-	return Event{Kind: EvChunk, Attempt: attempt, Chunk: c, Tokens: tokens}
+	ev := Event{Kind: EvChunk, Attempt: attempt, Chunk: c, Tokens: tokens}
+	if c&sse.Finish != 0 {
+		ev.Finished = 1 // choice 0
+	}
+	return ev
 }
 
 func failed(attempt int, f FailureClass, reason string) Event {
@@ -47,7 +51,7 @@ func TestCompleteStream(t *testing.T) {
 	expectKinds(t, s.step(chunk(1, output)), "headers mark-first-delta(1) write-held(1) write(1)")
 	expectKinds(t, s.step(chunk(1, output)), "write(1)")
 	expectKinds(t, s.step(chunk(1, finish)), "write(1)")
-	expectKinds(t, s.step(chunk(1, done)), "write(1) finish")
+	expectKinds(t, s.step(chunk(1, done)), "write(1) end(1) finish")
 	if s.m.Outcome() != Completed || s.m.Delivered() != 2 {
 		t.Fatalf("outcome %v delivered %d", s.m.Outcome(), s.m.Delivered())
 	}
@@ -138,10 +142,9 @@ func TestUncertainBeforeBoundaryNotRerunInDirectMode(t *testing.T) {
 // With a worker-side lease the uncertain attempt is fenced and may be rerun.
 func TestUncertainBeforeBoundaryRerunsWhenFenceable(t *testing.T) {
 	cfg := streamCfg()
-	cfg.CanFence = true
 	s := newShell(t, cfg)
 	s.step(Event{Kind: EvStart})
-	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: true})
 	s.now = s.now.Add(cfg.FirstTokenTimeout)
 	acts := s.step(Event{Kind: EvTick})
 	// Keepalives fall due first (every 15s); the last tick both keeps alive and fails. The
@@ -233,7 +236,7 @@ func TestEndWithoutDone(t *testing.T) {
 	s.step(chunk(1, output))
 	s.step(chunk(1, finish))
 	acts := s.step(Event{Kind: EvEnd, Attempt: 1})
-	if len(acts) != 1 || acts[0].Kind != ActFinish || !acts[0].WriteDone {
+	if k := kinds(acts); k != "end(1) finish" || !acts[1].WriteDone {
 		t.Fatalf("actions %+v", acts)
 	}
 	// Without a finish chunk, an EOF is a death mid-stream.
@@ -255,7 +258,7 @@ func TestNonStreamBody(t *testing.T) {
 	s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
 	s.step(failed(1, Dead, "engine_status_500"))
 	s.step(Event{Kind: EvDispatched, Attempt: 2, Replica: "b"})
-	expectKinds(t, s.step(Event{Kind: EvBody, Attempt: 2, Tokens: 7}), "mark-first-delta(2) write(2) finish")
+	expectKinds(t, s.step(Event{Kind: EvBody, Attempt: 2, Tokens: 7}), "mark-first-delta(2) write(2) end(2) finish")
 	if s.m.Delivered() != 7 {
 		t.Fatalf("delivered %d", s.m.Delivered())
 	}
@@ -291,10 +294,10 @@ func TestPolicyTable(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := streamCfg()
-			cfg.MaxAttempts, cfg.Budget, cfg.CanFence, cfg.Keepalive = c.maxAttempts, c.budget, c.canFence, 0
+			cfg.MaxAttempts, cfg.Budget, cfg.Keepalive = c.maxAttempts, c.budget, 0
 			s := newShell(t, cfg)
 			s.step(Event{Kind: EvStart})
-			s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a"})
+			s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: c.canFence})
 			var e *openai.Error
 			if c.engineErr != nil {
 				cp := *c.engineErr

@@ -20,7 +20,7 @@ const (
 	noRerunCost
 )
 
-// shouldRerun is the whole failover policy for a failed attempt (DESIGN §3). It checks, in
+// shouldRerun is the whole failover policy for a failed attempt (docs/design.md §3). It checks, in
 // this order, and the first "no" wins:
 //
 //  1. the committed latch: after the delivery boundary, never rerun (terminate the stream);
@@ -66,8 +66,7 @@ func (m *Machine) errorFor(d decision, class FailureClass, reason string, engine
 		return m.decorate(&openai.Error{Status: 400, Type: "invalid_request_error", Code: "rejected_by_engine",
 			Message: fmt.Sprintf("replica %s rejected the request", last.Replica)}, false)
 	case noRerunUnfenced:
-		return m.decorate(&openai.Error{Status: 504, Type: "upstream_error", Code: "upstream_unresponsive",
-			Message: fmt.Sprintf("replica %s stopped responding (%s) before any output; it is reached without an agent, so the gateway cannot prove the attempt stopped and does not rerun it", last.Replica, reason)}, true)
+		return m.decorate(m.unfencedError(last.Replica, reason, engineErr), true)
 	case noRerunCost:
 		return m.decorate(&openai.Error{Status: 503, Type: "server_error", Code: "rerun_too_expensive",
 			Message: fmt.Sprintf("replica %s failed before any output (%s); rerunning would prefill about %d prompt tokens, over the limit of %d",
@@ -106,4 +105,24 @@ func (m *Machine) decorate(e *openai.Error, retryable bool) *openai.Error {
 		e.Status = 502
 	}
 	return e
+}
+
+// unfencedError is the error of an uncertain attempt that cannot be proven stopped (no
+// agent), so it is not rerun: the engine may still be decoding it.
+func (m *Machine) unfencedError(replica, reason string, engineErr *openai.Error) *openai.Error {
+	const why = "it is reached without an agent, so the gateway cannot prove the engine stopped and does not rerun the request"
+	switch reason {
+	case "engine_error_event":
+		if engineErr != nil {
+			e := *engineErr
+			return &e
+		}
+		return &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_protocol_error",
+			Message: fmt.Sprintf("replica %s reported an error and did not end its stream; %s", replica, why)}
+	case "malformed_event", "event_too_large", "held_events_too_large":
+		return &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_protocol_error",
+			Message: fmt.Sprintf("replica %s sent a stream the gateway cannot forward (%s) before any output; the gateway closed the connection, but %s", replica, reason, why)}
+	}
+	return &openai.Error{Status: 504, Type: "upstream_error", Code: "upstream_unresponsive",
+		Message: fmt.Sprintf("replica %s stopped responding (%s) before any output; %s", replica, reason, why)}
 }

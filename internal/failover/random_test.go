@@ -15,7 +15,8 @@ import (
 // the boundary or after the client left, attempts stay within max_attempts, and every request
 // ends with exactly one terminal action.
 func TestRandomSchedules(t *testing.T) {
-	classes := []sse.Class{0, sse.Output, sse.Finish, sse.Output | sse.Finish, sse.Usage, sse.Done, sse.Comment, sse.Error, sse.Malformed}
+	classes := []sse.Class{0, sse.Output, sse.Output, sse.Finish, sse.Finish, sse.Output | sse.Finish, sse.Output | sse.Finish,
+		sse.Usage, sse.Done, sse.Done, sse.Done, sse.Comment, sse.Error, sse.Malformed}
 	failures := []FailureClass{Dead, Uncertain, Overloaded, Rejected}
 	outcomes := map[Outcome]int{}
 	reruns := 0
@@ -26,11 +27,19 @@ func TestRandomSchedules(t *testing.T) {
 			FirstTokenTimeout: time.Duration(1+r.IntN(5)) * time.Second,
 			IdleTimeout:       time.Duration(1+r.IntN(3)) * time.Second,
 			Keepalive:         time.Duration(r.IntN(3)) * time.Second,
-			CanFence:          r.IntN(2) == 0,
+			Choices:           1 + r.IntN(3),
+			DurableBoundary:   r.IntN(3) == 0,
+		}
+		if r.IntN(4) == 0 {
+			cfg.MaxDuration = time.Duration(2+r.IntN(10)) * time.Second
+		}
+		if r.IntN(4) == 0 {
+			cfg.MaxHeldBytes = 100 + r.IntN(200)
 		}
 		if r.IntN(3) == 0 {
 			cfg.Budget = NewRetryBudget(0.2, 1, float64(1+r.IntN(2)), time.Unix(1_700_000_000, 0))
 		}
+		calm := r.IntN(3) == 0
 		s := newShell(t, cfg)
 		s.step(Event{Kind: EvStart})
 		for step := 0; step < 60 && !s.m.Done(); step++ {
@@ -40,8 +49,21 @@ func TestRandomSchedules(t *testing.T) {
 				attempt = 1 + r.IntN(cur-1) // a stale, fenced attempt
 			}
 			var ev Event
-			switch x := r.IntN(100); {
-			case x >= 95:
+			if s.recordPending {
+				// The shell answers a boundary record before anything else.
+				ev = Event{Kind: EvBoundaryRecorded}
+				if r.IntN(5) == 0 {
+					ev.Err = &openai.Error{Status: 503, Code: "journal_unavailable", Message: "down"}
+				}
+				s.step(ev)
+				continue
+			}
+			x := r.IntN(100)
+			if calm && x < 77 && !(s.pendingStart == cur && x < 60) && r.IntN(5) != 0 {
+				x = 99 // a calm schedule: mostly chunks, few failures
+			}
+			switch {
+			case x >= 95 && x != 99:
 				ev = Event{Kind: EvFenced, Attempt: attempt, Reason: "lease_expired"}
 			case s.pendingStart == cur && x < 60:
 				s.pendingStart = 0
@@ -51,7 +73,7 @@ func TestRandomSchedules(t *testing.T) {
 					ev = Event{Kind: EvDispatched, Attempt: cur, Replica: string(rune('a' + cur)), Fenceable: r.IntN(2) == 0}
 				}
 			case x < 61 && r.IntN(4) == 0:
-				ev = Event{Kind: EvClientGone}
+				ev = Event{Kind: EvClientGone, Stalled: r.IntN(2) == 0}
 				s.clientGone = true
 			case x < 68:
 				ev = Event{Kind: EvFailed, Attempt: attempt, Failure: failures[r.IntN(len(failures))], Reason: "random",
@@ -67,7 +89,17 @@ func TestRandomSchedules(t *testing.T) {
 				ev = Event{Kind: EvBody, Attempt: attempt, Tokens: r.IntN(9)}
 			default:
 				c := classes[r.IntN(len(classes))]
+				for calm && (c&(sse.Error|sse.Malformed) != 0 || (c&sse.Done != 0 && !s.m.AllFinished())) {
+					c = classes[r.IntN(len(classes))]
+				}
 				ev = chunk(attempt, c)
+				ev.Size = r.IntN(120)
+				if c&sse.Finish != 0 {
+					ev.Finished = 1 << r.IntN(cfg.Choices)
+					if r.IntN(2) == 0 {
+						ev.Finished = 1<<cfg.Choices - 1
+					}
+				}
 				if c&sse.Error != 0 {
 					ev.Err = &openai.Error{Status: 500, Message: "engine"}
 				}
@@ -87,12 +119,13 @@ func TestRandomSchedules(t *testing.T) {
 			t.Fatalf("seed %d: interrupted without anything delivered", seed)
 		}
 		outcomes[s.m.Outcome()]++
+
 		if len(s.started) > 1 {
 			reruns++
 		}
 	}
 	// The schedules must reach every ending, or the invariants above prove little.
-	for _, o := range []Outcome{Completed, Interrupted, Failed, Cancelled} {
+	for _, o := range []Outcome{Completed, Interrupted, Failed, Cancelled, ClientStalled} {
 		if outcomes[o] < 50 {
 			t.Errorf("only %d schedules ended %v: %v", outcomes[o], o, outcomes)
 		}

@@ -1,0 +1,138 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// tick handles the passing of time: the request's own deadline, the current attempt's
+// silence or closing grace, and keepalives.
+func (m *Machine) tick(now time.Time) {
+	if m.cfg.MaxDuration > 0 && !m.started.Add(m.cfg.MaxDuration).After(now) {
+		m.parkedSet = false
+		if m.attemptLive() {
+			m.endAttempt(now, "max_request_duration", 0, true, false)
+		}
+		m.discardHeld()
+		m.end(m.decorate(&openai.Error{Status: 504, Type: "server_error", Code: "request_timeout",
+			Message: fmt.Sprintf("the request ran longer than max_request_duration (%v) and was ended", m.cfg.MaxDuration)}, false))
+		return
+	}
+	switch m.phase {
+	case closing:
+		if !m.closingUntil.After(now) {
+			// The engine reported an error but did not end its stream: the gateway closes
+			// it, which does not prove that the engine stopped.
+			m.fail(m.attempt, Uncertain, "engine_error_event", m.closingErr, now, false)
+			if m.done {
+				return
+			}
+		}
+	case waiting, receiving:
+		timeout, reason := m.cfg.FirstTokenTimeout, "first_token_timeout"
+		if m.phase == receiving {
+			timeout, reason = m.cfg.IdleTimeout, "idle_timeout"
+		}
+		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
+			m.fail(m.attempt, Uncertain, reason, nil, now, false)
+			if m.done {
+				return
+			}
+		}
+	}
+	if !m.keepaliveAt.IsZero() && !m.keepaliveAt.After(now) && !m.committed {
+		if !m.headersSent {
+			m.headersSent = true
+			m.emit(Action{Kind: ActSendHeaders})
+		}
+		m.emit(Action{Kind: ActKeepalive})
+		m.keepaliveAt = now.Add(m.cfg.Keepalive)
+	}
+}
+
+// endAttempt records the end of the current attempt and tells the shell to tear it down.
+func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cancel, awaitFence bool) {
+	if n := len(m.attempts); n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Ended.IsZero() {
+		m.attempts[n-1].Ended = now
+		m.attempts[n-1].EndReason = reason
+		m.attempts[n-1].Failure = f
+	}
+	m.phase = noAttempt
+	m.closingErr = nil
+	m.emit(Action{Kind: ActEndAttempt, Attempt: m.attempt, Reason: reason, Cancel: cancel, AwaitFence: awaitFence})
+}
+
+// fail handles the failure of the current attempt: fence it, then rerun or end. An
+// uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
+// its rerun waits for EvFenced, so two attempts are never alive together.
+func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial bool) {
+	d := m.shouldRerun(class, dial, now)
+	await := d == rerun && class == Uncertain
+	m.endAttempt(now, reason, class, true, await)
+	m.discardHeld()
+	switch {
+	case await:
+		m.phase = fencing
+	case d == rerun:
+		m.startAttempt(true)
+	default:
+		m.end(m.errorFor(d, class, reason, engineErr))
+	}
+}
+
+// fenceable reports whether the current attempt can be proven stopped: it holds a
+// worker-side lease.
+func (m *Machine) fenceable() bool {
+	n := len(m.attempts)
+	return n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Fenceable
+}
+
+// NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is
+// at its load limit: the client is told to come back later (429) rather than that the pool
+// is down (503).
+const NoReplicaOverloaded = "overloaded"
+
+func (m *Machine) noReplica(attempt int, reason string) {
+	m.phase = noAttempt
+	e := &openai.Error{
+		Status:  503,
+		Type:    "server_error",
+		Code:    "no_healthy_replica",
+		Message: fmt.Sprintf("no healthy replica of model %q is available", m.cfg.Model),
+	}
+	if reason == NoReplicaOverloaded {
+		e.Status, e.Type, e.Code = 429, "rate_limit_error", "pool_overloaded"
+		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
+	}
+	if attempt > 1 {
+		prev := m.attempts[len(m.attempts)-1]
+		e.Message = fmt.Sprintf("attempt %d on replica %s failed before any output (%s) and no other compatible replica of model %q is available",
+			prev.N, prev.Replica, prev.EndReason, m.cfg.Model)
+		if reason == NoReplicaOverloaded {
+			e.Message += " (all are at their load limit)"
+		}
+	}
+	m.discardHeld()
+	m.end(m.decorate(e, true))
+}
+
+func (m *Machine) end(e *openai.Error) {
+	outcome := Failed
+	if m.committed {
+		outcome = Interrupted
+	}
+	m.err = e
+	m.outcome = outcome
+	m.done = true
+	m.keepaliveAt = time.Time{}
+	m.emit(Action{Kind: ActFail, Err: e, AsEvent: m.headersSent, Outcome: outcome})
+}
+
+func (m *Machine) finish(o Outcome, writeDone bool) {
+	m.outcome = o
+	m.done = true
+	m.keepaliveAt = time.Time{}
+	m.emit(Action{Kind: ActFinish, Outcome: o, WriteDone: writeDone})
+}
