@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,29 +19,105 @@ type Failure struct {
 	Class failover.FailureClass
 	// Reason is a short word for the journal ("connection_refused", "connection_reset", ...).
 	Reason string
-	// Dial is true when no connection was made: the replica is not listening. It is always
-	// safe to rerun and marks the replica dead for the cooldown.
+	// Dial is true when no connection was established, so the request never reached the
+	// engine. It is always safe to rerun and marks the replica dead for the cooldown.
 	Dial bool
 }
 
 // ClassifyError classifies an error from sending the request or reading the response.
 // Callers check first whether the client went away (its context), which is never an
-// upstream failure.
+// upstream failure. The classification table is in docs/design.md §3.
+//
+// In direct mode the gateway must never rerun an attempt that may still be decoding on the
+// engine. Only proof that the engine stopped, or never got the request, is therefore Dead;
+// every other error is Uncertain. An error not recognised here proves nothing: the engine
+// may still be decoding behind it, and rerunning would run two attempts at once.
+//
+// The checks go in this order:
+//
+//  1. The dial failed: a *net.OpError with Op "dial" whatever it wraps, ECONNREFUSED, or a
+//     *net.DNSError. No connection was established, so the request never reached the
+//     engine. Dead with Dial set; reason "connection_refused", "dns_failed",
+//     "dial_timeout" (a dial that timed out is still a dial failure) or "dial_failed".
+//  2. The engine is proven dead after connecting: a reset from it (ECONNRESET, or EPIPE
+//     when writing) is Dead "connection_reset"; a FIN from it (io.EOF or
+//     io.ErrUnexpectedEOF, including net/http's "transport connection broken" errors that
+//     wrap io.EOF) is Dead "connection_closed".
+//  3. Everything else is Uncertain: ETIMEDOUT (the kernel gave up on an established
+//     connection after keepalive or retransmission timeouts; the engine may be alive
+//     behind a broken path) is "tcp_timeout", checked before the generic timeout because
+//     the errno reports Timeout() too; EHOSTUNREACH is "host_unreachable"; ENETUNREACH is
+//     "network_unreachable"; context.DeadlineExceeded, os.ErrDeadlineExceeded or any
+//     net.Error whose Timeout() is true is "timeout"; anything else is "transport_error".
 func ClassifyError(err error) Failure {
-	var opErr *net.OpError
+	if f, ok := dialFailure(err); ok {
+		return f
+	}
 	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return Failure{Class: failover.Dead, Reason: "connection_refused", Dial: true}
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return Failure{Class: failover.Dead, Reason: "dial_failed", Dial: true}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Failure{Class: failover.Dead, Reason: "connection_reset"}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return Failure{Class: failover.Dead, Reason: "connection_closed"}
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, syscall.ETIMEDOUT):
+		return Failure{Class: failover.Uncertain, Reason: "tcp_timeout"}
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return Failure{Class: failover.Uncertain, Reason: "host_unreachable"}
+	case errors.Is(err, syscall.ENETUNREACH):
+		return Failure{Class: failover.Uncertain, Reason: "network_unreachable"}
+	case isTimeout(err):
 		return Failure{Class: failover.Uncertain, Reason: "timeout"}
 	}
-	return Failure{Class: failover.Dead, Reason: "transport_error"}
+	return Failure{Class: failover.Uncertain, Reason: "transport_error"}
+}
+
+// dialFailure reports whether err shows that no connection was established, and how.
+func dialFailure(err error) (Failure, bool) {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	dialOp := errors.As(err, &opErr) && opErr.Op == "dial"
+	dns := errors.As(err, &dnsErr)
+	refused := errors.Is(err, syscall.ECONNREFUSED)
+	if !dialOp && !dns && !refused {
+		return Failure{}, false
+	}
+	f := Failure{Class: failover.Dead, Reason: "dial_failed", Dial: true}
+	switch {
+	case refused:
+		f.Reason = "connection_refused"
+	case dns:
+		f.Reason = "dns_failed"
+	case isTimeout(err):
+		f.Reason = "dial_timeout"
+	}
+	return f, true
+}
+
+// isTimeout reports whether err is a deadline or timeout, in any of the forms the context,
+// os and net packages give it. Every error in the chain is asked, not only the first
+// net.Error: a *url.Error only reports the Timeout of the error it directly wraps.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	for err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isTimeout(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // ClassifyStatus classifies a non-200 engine response. 429 and 503 are explicit "busy"
