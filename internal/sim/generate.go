@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -27,10 +26,14 @@ type generation struct {
 
 	enc         *streamEncoder // set once stream headers are sent
 	headersSent bool
+	rolesSent   bool        // a chat stream's role chunks are out
 	slow        float64     // decode time multiplier from slow faults
 	timer       *time.Timer // reused by every pause
-	kvBlocks    int         // KV blocks this sequence holds in the scheduler's count
-	words       []int       // vocabulary indices generated so far
+	kvBlocks    int         // KV blocks this request holds in the scheduler's count
+	seqs        []*sequence // in choice order
+	computed    int         // output tokens computed, all sequences together
+	sent        int         // output tokens written and flushed, all sequences together
+	textBuf     []byte      // scratch for one chunk's text
 }
 
 // serveGeneration handles POST /v1/chat/completions and /v1/completions.
@@ -88,7 +91,8 @@ func (g *generation) run(endpoint string, r *http.Request) {
 	s.book.update(g.rec, func(r *Record) {
 		r.Fault = plan.String()
 		r.Stream = spec.stream
-		r.PromptTokens = len(spec.promptIDs)
+		r.PromptTokens = spec.promptTokens()
+		r.Choices = spec.sequences()
 	})
 	if g.fire(pointAccept, 0) {
 		return
@@ -103,7 +107,7 @@ func (g *generation) run(endpoint string, r *http.Request) {
 // generate queues, prefills and decodes a valid request.
 func (g *generation) generate() {
 	s := g.s
-	t, err := s.sched.enqueue()
+	t, err := s.sched.enqueueSlots(g.spec.sequences())
 	if err != nil {
 		s.book.end(g.rec, OutcomeRejected)
 		s.writeError(g.w, apiError{
@@ -121,9 +125,10 @@ func (g *generation) generate() {
 		g.endByContext()
 		return
 	}
-	defer s.sched.release()
+	defer s.sched.releaseSlots(t.slots)
 	defer func() { s.sched.addBlocks(-g.kvBlocks) }()
 
+	g.seqs = newSequences(s.cfg.Name, &g.spec)
 	if g.fire(pointPrefill, 0) || !g.prefill() {
 		return
 	}
@@ -140,84 +145,125 @@ func (g *generation) sendHeaders() {
 	g.enc = newStreamEncoder(g.spec.endpoint, g.id, g.created, g.s.cfg.Model)
 }
 
-// prefill looks the prompt up in the prefix cache and spends prefill time
-// on the uncached part only. It reports false when the request ended.
+// prefill looks each sequence's prompt up in the prefix cache and spends
+// prefill time on the uncached part only. Like vLLM's child requests, the
+// sequences of one prompt are prefilled one after another, so all but the
+// first find the prompt's full blocks cached. It reports false when the
+// request ended.
 func (g *generation) prefill() bool {
 	s := g.s
-	ids := g.spec.promptIDs
-	cached := s.cache.lookup(ids)
-	s.metrics.prefixQueries.Add(float64(len(ids)))
-	s.metrics.prefixHits.Add(float64(cached))
-	s.metrics.promptTokens.Add(float64(len(ids)))
-	s.book.update(g.rec, func(r *Record) { r.CachedTokens = cached })
-	g.holdBlocks(len(ids))
-	if !g.pause(time.Duration(len(ids)-cached) * s.cfg.PrefillPerToken) {
-		return false
+	g.holdAllBlocks()
+	cachedTotal := 0
+	for _, q := range g.seqs {
+		ids := q.prompt.ids
+		cached := s.cache.lookup(ids)
+		s.metrics.prefixQueries.Add(float64(len(ids)))
+		s.metrics.prefixHits.Add(float64(cached))
+		s.metrics.promptTokens.Add(float64(len(ids)))
+		cachedTotal += cached
+		s.book.update(g.rec, func(r *Record) { r.CachedTokens = cachedTotal })
+		if !g.pause(time.Duration(len(ids)-cached) * s.cfg.PrefillPerToken) {
+			return false
+		}
+		s.cache.insert(ids)
 	}
-	s.cache.insert(ids)
 	return true
 }
 
-// decode produces the output tokens, writing each as its own chunk when
-// streaming, then completes the reply.
+// decode produces the output tokens step by step, as an engine decodes a
+// batch: each step takes one decode time and yields the next token of every
+// sequence still running, in choice order. A stream writes each token as
+// its own chunk, so choices interleave as they do in vLLM's stream.
 func (g *generation) decode() {
+	for i := 0; ; i++ {
+		running := false
+		for _, q := range g.seqs {
+			running = running || i < q.length
+		}
+		if !running {
+			break
+		}
+		if !g.pause(g.s.cfg.DecodePerToken) {
+			return
+		}
+		for _, q := range g.seqs {
+			if i < q.length && !g.step(q, i) {
+				return
+			}
+		}
+	}
+	g.complete()
+}
+
+// step computes sequence q's token i and streams it. It reports false when
+// the request ended.
+func (g *generation) step(q *sequence, i int) bool {
 	s := g.s
-	gen := newGenerator(s.cfg.Name, g.spec.seed, g.spec.prompt)
-	n, reason := g.spec.maxTokens, "length"
-	if natural := gen.naturalLength(); !g.spec.ignoreEOS && natural < n {
-		n, reason = natural, "stop"
+	k := g.computed // the request-wide index that computed:K and sent:K name
+	q.words = append(q.words, q.gen.word(i))
+	g.computed++
+	s.book.setComputed(g.rec, g.computed)
+	g.holdBlocks(q)
+	if g.fire(pointComputed, k) {
+		return false
 	}
-	g.words = make([]int, 0, n)
-	for i := range n {
-		if !g.pause(s.cfg.DecodePerToken) {
-			return
+	if !g.spec.stream {
+		return true
+	}
+	q.pending = append(q.pending, k)
+	if !g.flush(q) {
+		return false
+	}
+	if i == q.length-1 {
+		g.enc.finish(q.choice, q.reason)
+		return g.write()
+	}
+	return true
+}
+
+// flush writes q's computed tokens as one chunk (preceded, the first time,
+// by the role chunks of every choice) and fires the sent faults of the
+// tokens it carried. It reports false when the request ended.
+func (g *generation) flush(q *sequence) bool {
+	s := g.s
+	if !g.rolesSent {
+		// vLLM sends the roles once the first token exists.
+		for _, r := range g.seqs {
+			g.enc.role(r.choice)
 		}
-		w := gen.word(i)
-		g.words = append(g.words, w)
-		s.book.setComputed(g.rec, i+1)
-		g.holdBlocks(len(g.spec.promptIDs) + i + 1)
-		if g.fire(pointComputed, i) {
-			return
-		}
-		if !g.spec.stream {
-			continue
-		}
-		g.enc.reset()
-		if i == 0 {
-			g.enc.role() // vLLM sends the role once the first token exists
-		}
-		g.enc.token(w)
-		if !g.write() {
-			return
-		}
-		s.book.setSent(g.rec, i+1)
-		if g.fire(pointSent, i) {
-			return
+		g.rolesSent = true
+	}
+	g.textBuf = q.unwrittenText(g.textBuf[:0])
+	g.enc.text(q.choice, g.textBuf)
+	if !g.write() {
+		return false
+	}
+	q.written = len(q.words)
+	g.sent += len(q.pending)
+	s.book.setSent(g.rec, g.sent)
+	carried := q.pending
+	q.pending = q.pending[:0] // nothing appends to it while carried is read
+	for _, k := range carried {
+		if g.fire(pointSent, k) {
+			return false
 		}
 	}
-	g.complete(reason)
+	return true
 }
 
 // complete sends the end of the reply and ends the record as finished.
-func (g *generation) complete(reason string) {
+func (g *generation) complete() {
 	s := g.s
-	n := len(g.words)
 	if g.spec.stream {
-		g.enc.reset()
-		g.enc.finish(reason)
 		if g.spec.includeUsage {
-			g.enc.usage(len(g.spec.promptIDs), n)
+			g.enc.usage(g.spec.promptTokens(), g.computed)
 		}
 		g.enc.done()
 		if !g.write() {
 			return
 		}
 	} else {
-		var text strings.Builder
-		for _, w := range g.words {
-			text.WriteString(vocabulary[w])
-		}
-		body, err := json.Marshal(completionBody(&g.spec, g.id, g.created, s.cfg.Model, text.String(), reason, n))
+		body, err := json.Marshal(completionBody(&g.spec, g.id, g.created, s.cfg.Model, g.seqs))
 		if err != nil {
 			g.fail(apiError{status: http.StatusInternalServerError, message: "encoding the reply: " + err.Error()})
 			return
@@ -227,22 +273,21 @@ func (g *generation) complete(reason string) {
 			g.endByContext()
 			return
 		}
-		s.book.setSent(g.rec, n)
+		g.sent = g.computed
+		s.book.setSent(g.rec, g.sent)
 	}
-	s.metrics.generationTokens.Add(float64(n))
-	s.metrics.requestSuccess.WithLabelValues(reason).Inc()
-	// The answer's blocks are cached too, so the next turn of a chat, whose
-	// prompt repeats this one and the answer, hits them.
-	all := make([]uint32, 0, len(g.spec.promptIDs)+n)
-	all = append(all, g.spec.promptIDs...)
-	for _, w := range g.words {
-		all = append(all, vocabularyIDs[w])
+	s.metrics.generationTokens.Add(float64(g.computed))
+	for _, q := range g.seqs {
+		s.metrics.requestSuccess.WithLabelValues(q.reason).Inc() // vLLM counts each child request
+		// The answer's blocks are cached too, so the next turn of a chat,
+		// whose prompt repeats this one and the answer, hits them.
+		s.cache.insert(q.cacheIDs())
 	}
-	s.cache.insert(all)
 	s.book.end(g.rec, OutcomeFinished)
 }
 
-// write sends the encoder's pending events and flushes them.
+// write sends the encoder's pending events, flushes them and empties the
+// encoder's buffer.
 func (g *generation) write() bool {
 	if _, err := g.w.Write(g.enc.bytes()); err != nil {
 		g.endByContext()
@@ -252,6 +297,7 @@ func (g *generation) write() bool {
 		g.endByContext()
 		return false
 	}
+	g.enc.reset()
 	return true
 }
 
@@ -285,14 +331,36 @@ func (g *generation) pause(d time.Duration) bool {
 	}
 }
 
-// holdBlocks sets the KV blocks this sequence holds to cover tokens.
-func (g *generation) holdBlocks(tokens int) {
+// holdAllBlocks sets the KV blocks the request holds before decoding: the
+// full blocks of each prompt once, shared by its sequences as vLLM's prefix
+// caching shares them, plus each sequence's partial last prompt block.
+func (g *generation) holdAllBlocks() {
 	bs := g.s.cache.blockSize
-	want := (tokens + bs - 1) / bs
-	if want != g.kvBlocks {
-		g.s.sched.addBlocks(want - g.kvBlocks)
-		g.kvBlocks = want
+	shared := 0
+	for _, p := range g.spec.prompts {
+		shared += len(p.ids) / bs
 	}
+	g.addBlocks(shared)
+	for _, q := range g.seqs {
+		g.holdBlocks(q)
+	}
+}
+
+// holdBlocks sets the blocks sequence q holds beyond its prompt's shared
+// full blocks to cover its prompt and the tokens it has generated.
+func (g *generation) holdBlocks(q *sequence) {
+	bs := g.s.cache.blockSize
+	promptLen := len(q.prompt.ids)
+	want := (promptLen+len(q.words)+bs-1)/bs - promptLen/bs
+	if want != q.blocks {
+		g.addBlocks(want - q.blocks)
+		q.blocks = want
+	}
+}
+
+func (g *generation) addBlocks(delta int) {
+	g.s.sched.addBlocks(delta)
+	g.kvBlocks += delta
 }
 
 // endByContext ends the record after the request's context ended or a
@@ -304,7 +372,8 @@ func (g *generation) endByContext() {
 		outcome = OutcomeCrashed
 	}
 	if g.s.book.end(g.rec, outcome) && outcome == OutcomeCancelled {
-		g.s.metrics.requestSuccess.WithLabelValues("abort").Inc()
+		// vLLM counts each aborted child request.
+		g.s.metrics.requestSuccess.WithLabelValues("abort").Add(float64(max(1, len(g.seqs))))
 	}
 }
 

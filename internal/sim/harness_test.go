@@ -245,3 +245,8 @@ func decodeError(t testing.TB, b []byte) errorBody {
 	}
 	return e
 }
+
+// contextWithCancel is a test context the test may also cancel itself.
+func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
+	return context.WithCancel(testContext(t))
+}

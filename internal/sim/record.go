@@ -8,17 +8,21 @@ import (
 )
 
 // Record is what the replica knows about one generation request. Outcome is
-// "" while the request runs and is set exactly once when it ends.
+// "" while the request runs and is set exactly once when it ends. A request
+// with several choices (n > 1, or a completion prompt array) has one record:
+// its token counts are totals over all choices, counted in the order the
+// tokens were computed and written, and Choices says how many there are.
 type Record struct {
 	ID             string    `json:"id"`         // engine request id, "chatcmpl-<hex>" or "cmpl-<hex>"
 	AttemptID      string    `json:"attempt_id"` // request header X-Fencegate-Attempt
 	RequestID      string    `json:"request_id"` // request header X-Request-Id
 	Endpoint       string    `json:"endpoint"`   // "chat" or "completions"
 	Stream         bool      `json:"stream"`
-	PromptTokens   int       `json:"prompt_tokens"`
-	CachedTokens   int       `json:"cached_tokens"`   // prompt tokens found in the prefix cache
-	TokensComputed int       `json:"tokens_computed"` // output tokens generated so far
-	TokensSent     int       `json:"tokens_sent"`     // output tokens written and flushed to the client
+	PromptTokens   int       `json:"prompt_tokens"`   // usage.prompt_tokens: a chat prompt once, a completion's prompts summed
+	Choices        int       `json:"choices"`         // output sequences: prompts × n (1 for a plain request)
+	CachedTokens   int       `json:"cached_tokens"`   // prompt tokens found in the prefix cache, summed over the sequences
+	TokensComputed int       `json:"tokens_computed"` // output tokens generated so far, all choices together
+	TokensSent     int       `json:"tokens_sent"`     // output tokens written and flushed to the client, all choices together
 	Fault          string    `json:"fault,omitempty"` // the fault spec applied to this request
 	Outcome        string    `json:"outcome"`         // "" while running, then one of the Outcome* values
 	Started        time.Time `json:"started"`

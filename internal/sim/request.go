@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -17,6 +18,11 @@ const (
 
 // maxBodyBytes bounds a request body; real prompts are far smaller.
 const maxBodyBytes = 32 << 20
+
+// maxSequences bounds prompts × n in one request. vLLM has no such limit,
+// but every sequence costs the sim memory and a test that sends n = 10⁹
+// should get an error, not exhaust the test process.
+const maxSequences = 1024
 
 // completionRequest holds the fields of an OpenAI chat or text completion
 // request that the sim honours; unknown fields are ignored, as vLLM does.
@@ -43,23 +49,44 @@ type chatMessageIn struct {
 	Content json.RawMessage `json:"content"`
 }
 
+// promptSpec is one prompt of a request: the chat endpoint has exactly one,
+// a completion request one per element of a prompt array.
+type promptSpec struct {
+	key       string   // what the output text is keyed on: the prompt text, or TokenPrompt(ids)
+	ids       []uint32 // prompt token ids
+	maxTokens int      // output tokens allowed to each of its n sequences
+}
+
 // generationSpec is a validated request, reduced to what generation needs.
 type generationSpec struct {
 	endpoint     string
-	prompt       string // rendered chat prompt or the completion prompt
-	promptIDs    []uint32
-	maxTokens    int
+	prompts      []promptSpec
+	n            int // sequences per prompt; choice index = prompt index × n + j
 	seed         int64
 	stream       bool
 	includeUsage bool
 	ignoreEOS    bool
 }
 
+// promptTokens is the usage.prompt_tokens of the request: vLLM sums the
+// prompts of a completion request and counts a chat prompt once, however
+// many choices share it.
+func (s *generationSpec) promptTokens() int {
+	n := 0
+	for _, p := range s.prompts {
+		n += len(p.ids)
+	}
+	return n
+}
+
+// sequences is the number of output sequences, prompts × n.
+func (s *generationSpec) sequences() int { return len(s.prompts) * s.n }
+
 // parseGeneration decodes and validates a request body as vLLM's OpenAI
 // server does. The returned spec carries whatever was parsed (stream flag,
-// prompt) even when the request is rejected, for the record.
+// prompts) even when the request is rejected, for the record.
 func (s *Server) parseGeneration(endpoint string, body []byte) (generationSpec, *apiError) {
-	spec := generationSpec{endpoint: endpoint}
+	spec := generationSpec{endpoint: endpoint, n: 1}
 	var req completionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return spec, &apiError{status: http.StatusBadRequest, message: "JSON decode error: " + err.Error()}
@@ -71,40 +98,48 @@ func (s *Server) parseGeneration(endpoint string, body []byte) (generationSpec, 
 	if *req.Model != s.cfg.Model {
 		return spec, &apiError{status: http.StatusNotFound, message: fmt.Sprintf("The model `%s` does not exist.", *req.Model), param: "model"}
 	}
-	prompt, perr := promptOf(endpoint, &req)
+	prompts, perr := promptsOf(endpoint, &req)
 	if perr != nil {
 		return spec, perr
 	}
-	spec.prompt = prompt
-	spec.promptIDs = tokenIDs(prompt)
+	spec.prompts = prompts
 	if perr := s.checkSampling(&req, &spec); perr != nil {
 		return spec, perr
 	}
 	return spec, nil
 }
 
-// promptOf returns the prompt text of a request: the rendered chat for the
-// chat endpoint, the prompt string for completions.
-func promptOf(endpoint string, req *completionRequest) (string, *apiError) {
+// promptsOf returns the prompts of a request: the rendered chat for the chat
+// endpoint, the prompt or prompt array for completions.
+func promptsOf(endpoint string, req *completionRequest) ([]promptSpec, *apiError) {
 	if endpoint == endpointChat {
-		if len(req.Messages) == 0 {
-			return "", &apiError{status: http.StatusBadRequest, message: "Field required: messages (a non-empty list)", param: "messages"}
+		prompt, err := chatPrompt(req)
+		if err != nil {
+			return nil, err
 		}
-		msgs := make([]Message, len(req.Messages))
-		for i, m := range req.Messages {
-			text, err := contentText(m.Content)
-			if err != nil {
-				return "", &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].content: %v", i, err), param: "messages"}
-			}
-			msgs[i] = Message{Role: m.Role, Content: text}
-		}
-		return RenderChat(msgs), nil
+		return []promptSpec{{key: prompt, ids: tokenIDs(prompt)}}, nil
 	}
-	prompt, err := completionPrompt(req.Prompt)
+	prompts, err := completionPrompts(req.Prompt)
 	if err != nil {
-		return "", &apiError{status: http.StatusBadRequest, message: "prompt: " + err.Error(), param: "prompt"}
+		return nil, &apiError{status: http.StatusBadRequest, message: "prompt: " + err.Error(), param: "prompt"}
 	}
-	return prompt, nil
+	return prompts, nil
+}
+
+// chatPrompt renders a chat request's messages with the chat template.
+func chatPrompt(req *completionRequest) (string, *apiError) {
+	if len(req.Messages) == 0 {
+		return "", &apiError{status: http.StatusBadRequest, message: "Field required: messages (a non-empty list)", param: "messages"}
+	}
+	msgs := make([]Message, len(req.Messages))
+	for i, m := range req.Messages {
+		text, err := contentText(m.Content)
+		if err != nil {
+			return "", &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].content: %v", i, err), param: "messages"}
+		}
+		msgs[i] = Message{Role: m.Role, Content: text}
+	}
+	return RenderChat(msgs), nil
 }
 
 // contentText flattens a chat message's content to text, joining text parts
@@ -135,21 +170,96 @@ func contentText(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// completionPrompt accepts a prompt string or a list of exactly one string.
-func completionPrompt(raw json.RawMessage) (string, error) {
+// vocabSize is the number of token ids the sim's tokenizer can produce;
+// a prompt given as token ids may use no other.
+const vocabSize = firstWordID + wordIDSpace
+
+// completionPrompts accepts the prompt forms of vLLM's CompletionRequest:
+// a string, an array of strings, an array of token ids (one prompt) or an
+// array of token-id arrays.
+func completionPrompts(raw json.RawMessage) ([]promptSpec, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", fmt.Errorf("field required")
+		return nil, fmt.Errorf("field required")
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return []promptSpec{{key: text, ids: tokenIDs(text)}}, nil
 	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) != 1 {
-		return "", fmt.Errorf("the sim takes a string or a list of one string")
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("want a string, a list of strings, a list of token ids or a list of lists of token ids")
 	}
-	return list[0], nil
+	if len(items) == 0 {
+		return nil, fmt.Errorf("must not be an empty list")
+	}
+	// A list whose first element is a number is one prompt of token ids.
+	if first := bytes.TrimSpace(items[0]); len(first) > 0 && first[0] != '"' && first[0] != '[' {
+		ids, err := promptIDs(raw)
+		if err != nil {
+			return nil, err
+		}
+		return []promptSpec{tokenPromptSpec(ids)}, nil
+	}
+	prompts := make([]promptSpec, 0, len(items))
+	for i, item := range items {
+		var s string
+		if err := json.Unmarshal(item, &s); err == nil {
+			prompts = append(prompts, promptSpec{key: s, ids: tokenIDs(s)})
+			continue
+		}
+		ids, err := promptIDs(item)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		prompts = append(prompts, tokenPromptSpec(ids))
+	}
+	return prompts, nil
+}
+
+// promptIDs decodes a non-empty array of token ids within the vocabulary.
+func promptIDs(raw json.RawMessage) ([]uint32, error) {
+	var ints []int64
+	if err := json.Unmarshal(raw, &ints); err != nil {
+		return nil, fmt.Errorf("want a string or a list of token ids")
+	}
+	if len(ints) == 0 {
+		return nil, fmt.Errorf("a list of token ids must not be empty")
+	}
+	ids := make([]uint32, len(ints))
+	for i, v := range ints {
+		if v < 0 || v >= vocabSize {
+			// vLLM's input processor: "Token id N is out of vocabulary".
+			return nil, fmt.Errorf("Token id %d is out of vocabulary", v)
+		}
+		ids[i] = uint32(v)
+	}
+	return ids, nil
+}
+
+func tokenPromptSpec(ids []uint32) promptSpec {
+	ints := make([]int, len(ids))
+	for i, id := range ids {
+		ints[i] = int(id)
+	}
+	return promptSpec{key: TokenPrompt(ints), ids: ids}
+}
+
+// TokenPrompt returns the prompt string a replica keys its output on when a
+// completion prompt is given as token ids: pass it to Tokens and
+// NaturalLength to predict the reply. The sim's tokenizer cannot turn ids
+// back into text, so a token-id prompt is its own key, distinct from every
+// text prompt (it starts with a byte no text prompt of the sim's tests has).
+func TokenPrompt(ids []int) string {
+	var b strings.Builder
+	b.WriteString("\x00token-ids:")
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(id))
+	}
+	return b.String()
 }
 
 // checkSampling validates n, max tokens, temperature and stream options and
@@ -158,8 +268,15 @@ func (s *Server) checkSampling(req *completionRequest, spec *generationSpec) *ap
 	bad := func(param, format string, args ...any) *apiError {
 		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...), param: param}
 	}
-	if req.N != nil && *req.N != 1 {
-		return bad("n", "n must be 1 (the sim generates a single choice), got %d.", *req.N)
+	if req.N != nil {
+		// vLLM's SamplingParams: "n must be at least 1, got 0."
+		if *req.N < 1 {
+			return bad("n", "n must be at least 1, got %d.", *req.N)
+		}
+		if *req.N*len(spec.prompts) > maxSequences {
+			return bad("n", "n × prompts must be at most %d in the sim, got %d × %d.", maxSequences, *req.N, len(spec.prompts))
+		}
+		spec.n = *req.N
 	}
 	if req.Temperature != nil && *req.Temperature < 0 {
 		return bad("temperature", "temperature must be non-negative, got %v.", *req.Temperature)
@@ -167,24 +284,29 @@ func (s *Server) checkSampling(req *completionRequest, spec *generationSpec) *ap
 	if req.StreamOptions != nil && !req.Stream {
 		return bad("stream_options", "Stream options can only be defined when `stream=True`.")
 	}
-	promptLen := len(spec.promptIDs)
-	if promptLen >= maxModelLen {
-		return bad("", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxModelLen, promptLen)
-	}
 	maxTokens := req.MaxTokens // max_completion_tokens wins, as in vLLM
 	if req.MaxCompletionTokens != nil {
 		maxTokens = req.MaxCompletionTokens
 	}
-	switch {
-	case maxTokens == nil:
-		spec.maxTokens = min(s.cfg.DefaultMaxTokens, maxModelLen-promptLen)
-	case *maxTokens < 1:
+	if maxTokens != nil && *maxTokens < 1 {
 		return bad("max_tokens", "max_tokens must be at least 1, got %d.", *maxTokens)
-	case promptLen+*maxTokens > maxModelLen:
-		return bad("", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			maxModelLen, promptLen+*maxTokens, promptLen, *maxTokens)
-	default:
-		spec.maxTokens = *maxTokens
+	}
+	// vLLM checks every prompt of a request on its own.
+	for i := range spec.prompts {
+		p := &spec.prompts[i]
+		promptLen := len(p.ids)
+		if promptLen >= maxModelLen {
+			return bad("", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxModelLen, promptLen)
+		}
+		switch {
+		case maxTokens == nil:
+			p.maxTokens = min(s.cfg.DefaultMaxTokens, maxModelLen-promptLen)
+		case promptLen+*maxTokens > maxModelLen:
+			return bad("", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				maxModelLen, promptLen+*maxTokens, promptLen, *maxTokens)
+		default:
+			p.maxTokens = *maxTokens
+		}
 	}
 	switch {
 	case req.Seed != nil:

@@ -51,24 +51,32 @@ type textChoice struct {
 	StopReason   *string   `json:"stop_reason"`
 }
 
-// completionBody builds the non-stream reply of a finished generation.
-func completionBody(spec *generationSpec, id string, created int64, model, text, finishReason string, completionTokens int) any {
+// completionBody builds the non-stream reply of a finished generation, one
+// choice per sequence in choice order.
+func completionBody(spec *generationSpec, id string, created int64, model string, seqs []*sequence) any {
+	completion := 0
+	for _, q := range seqs {
+		completion += len(q.words)
+	}
 	u := usage{
-		PromptTokens:     len(spec.promptIDs),
-		CompletionTokens: completionTokens,
-		TotalTokens:      len(spec.promptIDs) + completionTokens,
+		PromptTokens:     spec.promptTokens(),
+		CompletionTokens: completion,
+		TotalTokens:      spec.promptTokens() + completion,
 	}
 	if spec.endpoint == endpointChat {
-		return chatCompletion{
-			ID: id, Object: "chat.completion", Created: created, Model: model, Usage: u,
-			Choices: []chatChoice{{
-				Message:      chatMessage{Role: "assistant", Content: text, ToolCalls: []any{}},
-				FinishReason: finishReason,
-			}},
+		choices := make([]chatChoice, len(seqs))
+		for i, q := range seqs {
+			choices[i] = chatChoice{
+				Index:        q.choice,
+				Message:      chatMessage{Role: "assistant", Content: q.text(), ToolCalls: []any{}},
+				FinishReason: q.reason,
+			}
 		}
+		return chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: u, Choices: choices}
 	}
-	return textCompletion{
-		ID: id, Object: "text_completion", Created: created, Model: model, Usage: u,
-		Choices: []textChoice{{Text: text, FinishReason: finishReason}},
+	choices := make([]textChoice, len(seqs))
+	for i, q := range seqs {
+		choices[i] = textChoice{Index: q.choice, Text: q.text(), FinishReason: q.reason}
 	}
+	return textCompletion{ID: id, Object: "text_completion", Created: created, Model: model, Usage: u, Choices: choices}
 }

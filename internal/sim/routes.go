@@ -105,7 +105,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		text = *req.Prompt
 	case req.Messages != nil:
 		chat := completionRequest{Messages: req.Messages}
-		prompt, invalid := promptOf(endpointChat, &chat)
+		prompt, invalid := chatPrompt(&chat)
 		if invalid != nil {
 			s.writeError(w, *invalid)
 			return

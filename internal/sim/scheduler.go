@@ -11,21 +11,28 @@ import (
 var errQueueFull = errors.New("sim: waiting queue is full")
 
 // scheduler admits at most maxRunning sequences at once; the rest wait in
-// FIFO order, at most maxWaiting of them (0 = no limit). It also sums the KV
-// blocks held by running sequences for vllm:kv_cache_usage_perc.
+// FIFO order, at most maxWaiting requests of them (0 = no limit). A request
+// with several sequences (n > 1, or a prompt array) takes one slot per
+// sequence, as vLLM schedules each of its child requests as a sequence of
+// its own; it takes at most maxRunning slots, since the sim decodes a
+// request's sequences in lockstep where vLLM would run the surplus in a
+// later wave. The scheduler also sums the KV blocks held by running
+// sequences for vllm:kv_cache_usage_perc.
 type scheduler struct {
 	maxRunning int
 	maxWaiting int
 
-	mu       sync.Mutex
-	running  int
-	waiting  list.List // of *ticket, oldest first
-	kvBlocks int
+	mu           sync.Mutex
+	running      int       // slots held
+	waiting      list.List // of *ticket, oldest first
+	waitingSlots int       // slots the waiting tickets ask for
+	kvBlocks     int
 }
 
 // ticket is one request's place in the scheduler.
 type ticket struct {
-	ready   chan struct{} // closed when the request holds a running slot
+	slots   int
+	ready   chan struct{} // closed when the request holds its running slots
 	granted bool          // guarded by scheduler.mu
 	elem    *list.Element // position in the waiting list while queued
 }
@@ -34,14 +41,18 @@ func newScheduler(maxRunning, maxWaiting int) *scheduler {
 	return &scheduler{maxRunning: maxRunning, maxWaiting: maxWaiting}
 }
 
-// enqueue takes a running slot at once when one is free and nobody waits,
-// else joins the queue, else fails with errQueueFull.
-func (s *scheduler) enqueue() (*ticket, error) {
-	t := &ticket{ready: make(chan struct{})}
+// enqueue is enqueueSlots for a request of one sequence.
+func (s *scheduler) enqueue() (*ticket, error) { return s.enqueueSlots(1) }
+
+// enqueueSlots takes slots running slots at once when they are free and
+// nobody waits, else joins the queue, else fails with errQueueFull.
+func (s *scheduler) enqueueSlots(slots int) (*ticket, error) {
+	slots = max(1, min(slots, s.maxRunning))
+	t := &ticket{slots: slots, ready: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running < s.maxRunning && s.waiting.Len() == 0 {
-		s.running++
+	if s.running+slots <= s.maxRunning && s.waiting.Len() == 0 {
+		s.running += slots
 		t.granted = true
 		close(t.ready)
 		return t, nil
@@ -50,12 +61,13 @@ func (s *scheduler) enqueue() (*ticket, error) {
 		return nil, errQueueFull
 	}
 	t.elem = s.waiting.PushBack(t)
+	s.waitingSlots += slots
 	return t, nil
 }
 
-// wait blocks until t holds a running slot or ctx ends. On a ctx error the
-// ticket is given up (and a slot granted meanwhile passed on), so the caller
-// must call release only after a nil return.
+// wait blocks until t holds its running slots or ctx ends. On a ctx error
+// the ticket is given up (and slots granted meanwhile passed on), so the
+// caller must call release only after a nil return.
 func (s *scheduler) wait(ctx context.Context, t *ticket) error {
 	select {
 	case <-t.ready: // a granted slot wins over a cancel that raced with it
@@ -71,26 +83,41 @@ func (s *scheduler) wait(ctx context.Context, t *ticket) error {
 	granted := t.granted
 	if !granted {
 		s.waiting.Remove(t.elem)
+		s.waitingSlots -= t.slots
+		s.grantLocked() // a large request leaving may let smaller ones in
 	}
 	s.mu.Unlock()
 	if granted {
-		s.release()
+		s.releaseSlots(t.slots)
 	}
 	return ctx.Err()
 }
 
-// release frees a running slot, handing it straight to the oldest waiter.
-func (s *scheduler) release() {
+// release frees the one slot of a ticket from enqueue.
+func (s *scheduler) release() { s.releaseSlots(1) }
+
+// releaseSlots frees running slots and hands them to the waiters in order.
+func (s *scheduler) releaseSlots(slots int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	front := s.waiting.Front()
-	if front == nil {
-		s.running--
-		return
+	s.running -= slots
+	s.grantLocked()
+}
+
+// grantLocked admits waiting tickets, oldest first, while their slots fit;
+// FIFO is strict, so a small request never overtakes a large one.
+func (s *scheduler) grantLocked() {
+	for front := s.waiting.Front(); front != nil; front = s.waiting.Front() {
+		next := front.Value.(*ticket)
+		if s.running+next.slots > s.maxRunning {
+			return
+		}
+		s.waiting.Remove(front)
+		s.waitingSlots -= next.slots
+		s.running += next.slots
+		next.granted = true
+		close(next.ready)
 	}
-	next := s.waiting.Remove(front).(*ticket)
-	next.granted = true
-	close(next.ready)
 }
 
 // addBlocks changes the KV blocks held by running sequences by delta.
@@ -100,9 +127,10 @@ func (s *scheduler) addBlocks(delta int) {
 	s.mu.Unlock()
 }
 
-// load returns the running and waiting counts and the KV blocks in use.
+// load returns the running and waiting sequence counts and the KV blocks in
+// use.
 func (s *scheduler) load() (running, waiting, kvBlocks int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.running, s.waiting.Len(), s.kvBlocks
+	return s.running, s.waitingSlots, s.kvBlocks
 }

@@ -38,44 +38,54 @@ func (e *streamEncoder) reset() { e.buf = e.buf[:0] }
 // bytes returns the events appended since reset.
 func (e *streamEncoder) bytes() []byte { return e.buf }
 
-// role appends the chat stream's first chunk, the assistant role with empty
+// choiceHead appends the chunk head and opens its one choice.
+func (e *streamEncoder) choiceHead(choice int) {
+	e.buf = append(e.buf, e.head...)
+	e.buf = append(e.buf, `,"choices":[{"index":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(choice), 10)
+}
+
+// role appends a chat stream's first chunk for one choice: the assistant
+// role with empty content. vLLM sends one per choice, all before any
 // content. Text completions have none.
-func (e *streamEncoder) role() {
+func (e *streamEncoder) role(choice int) {
 	if !e.chat {
 		return
 	}
-	e.buf = append(e.buf, e.head...)
-	e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	e.choiceHead(choice)
+	e.buf = append(e.buf, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 }
 
-// token appends the chunk carrying vocabulary word w.
-func (e *streamEncoder) token(w int) {
-	e.buf = append(e.buf, e.head...)
+// text appends the chunk carrying one choice's next piece of output; text
+// is already JSON-escaped, without its quotes.
+func (e *streamEncoder) text(choice int, text []byte) {
+	e.choiceHead(choice)
 	if e.chat {
-		e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{"content":`...)
-		e.buf = append(e.buf, vocabularyJSON[w]...)
-		e.buf = append(e.buf, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		e.buf = append(e.buf, `,"delta":{"content":"`...)
+		e.buf = append(e.buf, text...)
+		e.buf = append(e.buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 		return
 	}
-	e.buf = append(e.buf, `,"choices":[{"index":0,"text":`...)
-	e.buf = append(e.buf, vocabularyJSON[w]...)
-	e.buf = append(e.buf, `,"logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
+	e.buf = append(e.buf, `,"text":"`...)
+	e.buf = append(e.buf, text...)
+	e.buf = append(e.buf, `","logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
 }
 
-// finish appends the chunk with the finish reason and an empty delta.
-func (e *streamEncoder) finish(reason string) {
-	e.buf = append(e.buf, e.head...)
+// finish appends the chunk with one choice's finish reason and an empty
+// delta.
+func (e *streamEncoder) finish(choice int, reason string) {
+	e.choiceHead(choice)
 	if e.chat {
-		e.buf = append(e.buf, `,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+		e.buf = append(e.buf, `,"delta":{},"logprobs":null,"finish_reason":"`...)
 	} else {
-		e.buf = append(e.buf, `,"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+		e.buf = append(e.buf, `,"text":"","logprobs":null,"finish_reason":"`...)
 	}
 	e.buf = append(e.buf, reason...)
 	e.buf = append(e.buf, `","stop_reason":null}]}`+"\n\n"...)
 }
 
 // usage appends the usage chunk sent when stream_options.include_usage is
-// set: no choices, only the token counts.
+// set: no choices, only the token counts summed over all choices.
 func (e *streamEncoder) usage(prompt, completion int) {
 	e.buf = append(e.buf, e.head...)
 	e.buf = append(e.buf, `,"choices":[],"usage":{"prompt_tokens":`...)

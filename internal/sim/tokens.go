@@ -27,6 +27,17 @@ var vocabularyJSON = func() [len(vocabulary)][]byte {
 	return out
 }()
 
+// vocabularyText is vocabularyJSON without the quotes, so several words
+// can be joined into one JSON string (one chunk of a --stream-interval
+// stream) by plain concatenation.
+var vocabularyText = func() [len(vocabulary)][]byte {
+	var out [len(vocabulary)][]byte
+	for i, w := range vocabularyJSON {
+		out[i] = w[1 : len(w)-1]
+	}
+	return out
+}()
+
 // vocabularyIDs holds the prompt-token id of each word, so generated text can
 // extend the prefix cache exactly as the same text would when it comes back
 // in the next turn's prompt.
@@ -77,7 +88,10 @@ func (g generator) naturalLength() int {
 // Tokens returns the first n token texts a replica whose name is salt
 // produces for prompt with the given seed. Greedy requests (temperature 0 or
 // unset, no seed) use seed 0. The prompt of a chat request is
-// RenderChat(messages); that of a completion request is its prompt string.
+// RenderChat(messages); that of a completion request is its prompt string
+// (TokenPrompt(ids) for a prompt given as token ids). With n > 1, choice j
+// of a prompt is generated with seed+j, as vLLM seeds the j-th child
+// request of a parallel-sampling request; choice 0 is what n = 1 gives.
 // Tokens does not stop at the natural length: use NaturalLength for that.
 func Tokens(salt string, seed int64, prompt string, n int) []string {
 	g := newGenerator(salt, seed, prompt)
