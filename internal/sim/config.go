@@ -23,6 +23,13 @@ type Config struct {
 	MaxWaiting       int // queue limit; 0 = unbounded. When full, reply 429 (vLLM-shaped error) at once.
 	DefaultMaxTokens int // when the request sets none; default 16
 
+	// StreamInterval is vLLM's --stream-interval: a stream sends a choice's
+	// tokens in chunks of up to this many. As in vLLM's output processor, a
+	// choice's first token goes out alone, then a chunk whenever
+	// StreamInterval tokens are waiting, and the last chunk carries whatever
+	// is left when the choice finishes. Default 1: a chunk per token.
+	StreamInterval int
+
 	RestartAfter time.Duration // after a crash, listen again after this long; 0 = stay down until Restart()
 
 	// Fingerprint holds labels exposed in vllm:cache_config_info and in the
@@ -89,6 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DefaultMaxTokens == 0 {
 		c.DefaultMaxTokens = defaultMaxTokens
 	}
+	if c.StreamInterval == 0 {
+		c.StreamInterval = 1
+	}
 	switch {
 	case c.PrefillPerToken < 0:
 		return c, fmt.Errorf("sim: Config.PrefillPerToken is negative (%v)", c.PrefillPerToken)
@@ -102,6 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: Config.MaxWaiting is negative (%d)", c.MaxWaiting)
 	case c.DefaultMaxTokens < 0:
 		return c, fmt.Errorf("sim: Config.DefaultMaxTokens is negative (%d)", c.DefaultMaxTokens)
+	case c.StreamInterval < 0:
+		return c, fmt.Errorf("sim: Config.StreamInterval is negative (%d)", c.StreamInterval)
 	}
 	fp := defaultFingerprint()
 	maps.Copy(fp, c.Fingerprint)

@@ -38,6 +38,15 @@ const (
 	pointSent                           // output token K written and flushed
 )
 
+// K counts the request's output tokens from 0 in the order they are
+// computed: with n > 1 or a prompt array, decode step by step and choice by
+// choice within a step, so Record.TokensComputed is K+1 when computed:K
+// fires. With Config.StreamInterval above 1 a chunk carries several tokens:
+// computed:K fires as soon as token K exists, so the tokens computed before
+// it but still waiting for their chunk are never sent; sent:K fires once
+// the whole chunk that carries token K is flushed, so Record.TokensSent
+// then counts every token of that chunk, which may be more than K+1.
+
 // fault is one parsed ACTION@POINT item.
 type fault struct {
 	action faultAction

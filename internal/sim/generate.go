@@ -172,8 +172,9 @@ func (g *generation) prefill() bool {
 
 // decode produces the output tokens step by step, as an engine decodes a
 // batch: each step takes one decode time and yields the next token of every
-// sequence still running, in choice order. A stream writes each token as
-// its own chunk, so choices interleave as they do in vLLM's stream.
+// sequence still running, in choice order. A stream writes each chunk as
+// soon as it is due (every token, or every Config.StreamInterval tokens),
+// so choices interleave as they do in vLLM's stream.
 func (g *generation) decode() {
 	for i := 0; ; i++ {
 		running := false
@@ -211,10 +212,14 @@ func (g *generation) step(q *sequence, i int) bool {
 		return true
 	}
 	q.pending = append(q.pending, k)
-	if !g.flush(q) {
+	// vLLM's output processor with --stream-interval N sends a sequence's
+	// first token at once, then whenever N tokens wait, and the rest when
+	// the sequence finishes.
+	last := i == q.length-1
+	if (q.written == 0 || len(q.pending) >= s.cfg.StreamInterval || last) && !g.flush(q) {
 		return false
 	}
-	if i == q.length-1 {
+	if last {
 		g.enc.finish(q.choice, q.reason)
 		return g.write()
 	}
