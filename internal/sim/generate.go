@@ -142,7 +142,7 @@ func (g *generation) sendHeaders() {
 	g.w.WriteHeader(http.StatusOK)
 	_ = g.rc.Flush() // a client already gone is noticed by the next wait or write
 	g.headersSent = true
-	g.enc = newStreamEncoder(g.spec.endpoint, g.id, g.created, g.s.cfg.Model)
+	g.enc = newStreamEncoder(g.spec.endpoint, g.id, g.created, g.s.cfg.Model, g.spec.continuousUsage)
 }
 
 // prefill looks each sequence's prompt up in the prefix cache and spends
@@ -220,7 +220,7 @@ func (g *generation) step(q *sequence, i int) bool {
 		return false
 	}
 	if last {
-		g.enc.finish(q.choice, q.reason)
+		g.enc.finish(q.choice, q.reason, q.usage())
 		return g.write()
 	}
 	return true
@@ -234,12 +234,14 @@ func (g *generation) flush(q *sequence) bool {
 	if !g.rolesSent {
 		// vLLM sends the roles once the first token exists.
 		for _, r := range g.seqs {
-			g.enc.role(r.choice)
+			// vLLM's role chunks report no completion tokens, even for the
+			// choice whose first token is about to follow.
+			g.enc.role(r.choice, chunkUsage{prompt: len(r.prompt.ids)})
 		}
 		g.rolesSent = true
 	}
 	g.textBuf = q.unwrittenText(g.textBuf[:0])
-	g.enc.text(q.choice, g.textBuf)
+	g.enc.text(q.choice, g.textBuf, q.usage())
 	if !g.write() {
 		return false
 	}

@@ -36,7 +36,8 @@ type completionRequest struct {
 	Seed                *int64          `json:"seed"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
+		IncludeUsage         bool `json:"include_usage"`
+		ContinuousUsageStats bool `json:"continuous_usage_stats"` // vLLM extension
 	} `json:"stream_options"`
 	N         *int `json:"n"`
 	IgnoreEOS bool `json:"ignore_eos"` // vLLM extension: run to max_tokens
@@ -64,8 +65,11 @@ type generationSpec struct {
 	n            int // sequences per prompt; choice index = prompt index × n + j
 	seed         int64
 	stream       bool
-	includeUsage bool
-	ignoreEOS    bool
+	includeUsage bool // the usage chunk before [DONE]
+	// continuousUsage adds usage to every choice chunk; vLLM honours
+	// continuous_usage_stats only together with include_usage.
+	continuousUsage bool
+	ignoreEOS       bool
 }
 
 // promptTokens is the usage.prompt_tokens of the request: vLLM sums the
@@ -315,6 +319,7 @@ func (s *Server) checkSampling(req *completionRequest, spec *generationSpec) *ap
 		spec.seed = rand.Int64() // sampling without a seed: a different text each time
 	}
 	spec.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	spec.continuousUsage = spec.includeUsage && req.StreamOptions.ContinuousUsageStats
 	spec.ignoreEOS = req.IgnoreEOS
 	return nil
 }

@@ -43,6 +43,13 @@ func newSequences(salt string, spec *generationSpec) []*sequence {
 	return seqs
 }
 
+// usage is what a chunk of this sequence's choice reports with continuous
+// usage stats: as vLLM's stream generators do, the prompt of the choice and
+// the tokens the choice has produced so far, never the request's totals.
+func (q *sequence) usage() chunkUsage {
+	return chunkUsage{prompt: len(q.prompt.ids), completion: len(q.words)}
+}
+
 // text is the output generated so far.
 func (q *sequence) text() string {
 	var b strings.Builder
