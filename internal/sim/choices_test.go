@@ -178,9 +178,6 @@ func TestChatNChoicesNonStream(t *testing.T) {
 				Content string `json:"content"`
 			} `json:"message"`
 		} `json:"choices"`
-		Usage struct {
-			PromptTokens, CompletionTokens int
-		} `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxRunning, "max-running", defaultMaxRunning, "sequences decoded at once; more wait in a FIFO queue")
 	fs.IntVar(&cfg.MaxWaiting, "max-waiting", 0, "waiting queue limit, beyond which requests get 429; 0 = unbounded")
 	fs.IntVar(&cfg.DefaultMaxTokens, "default-max-tokens", defaultMaxTokens, "max_tokens when a request sets none")
+	fs.IntVar(&cfg.MaxModelLen, "max-model-len", maxModelLen, "as vLLM's --max-model-len: the context window; longer requests get vLLM's 400")
 	fs.IntVar(&cfg.StreamInterval, "stream-interval", 1, "as vLLM's --stream-interval: stream up to this many tokens per chunk (a choice's first token alone)")
 	fs.DurationVar(&cfg.RestartAfter, "restart-after", 0, "after a crash fault, listen again after this long; 0 = stay down")
 	fs.BoolVar(&cfg.LegacyErrors, "legacy-errors", false, "send older vLLM flat error bodies")

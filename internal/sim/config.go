@@ -23,6 +23,11 @@ type Config struct {
 	MaxWaiting       int // queue limit; 0 = unbounded. When full, reply 429 (vLLM-shaped error) at once.
 	DefaultMaxTokens int // when the request sets none; default 16
 
+	// MaxModelLen is vLLM's --max-model-len, the context window: prompt plus
+	// max_tokens may not exceed it, and /v1/models and /tokenize report it.
+	// Default 8192.
+	MaxModelLen int
+
 	// StreamInterval is vLLM's --stream-interval: a stream sends a choice's
 	// tokens in chunks of up to this many. As in vLLM's output processor, a
 	// choice's first token goes out alone, then a chunk whenever
@@ -54,8 +59,7 @@ const (
 	defaultMaxRunning = 16
 	defaultMaxTokens  = 16
 
-	// maxModelLen is the context window the sim claims, as vLLM's
-	// --max-model-len; prompt plus max_tokens may not exceed it.
+	// maxModelLen is the default of Config.MaxModelLen.
 	maxModelLen = 8192
 )
 
@@ -99,6 +103,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StreamInterval == 0 {
 		c.StreamInterval = 1
 	}
+	if c.MaxModelLen == 0 {
+		c.MaxModelLen = maxModelLen
+	}
 	switch {
 	case c.PrefillPerToken < 0:
 		return c, fmt.Errorf("sim: Config.PrefillPerToken is negative (%v)", c.PrefillPerToken)
@@ -112,6 +119,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: Config.MaxWaiting is negative (%d)", c.MaxWaiting)
 	case c.DefaultMaxTokens < 0:
 		return c, fmt.Errorf("sim: Config.DefaultMaxTokens is negative (%d)", c.DefaultMaxTokens)
+	case c.MaxModelLen < 0:
+		return c, fmt.Errorf("sim: Config.MaxModelLen is negative (%d)", c.MaxModelLen)
 	case c.StreamInterval < 0:
 		return c, fmt.Errorf("sim: Config.StreamInterval is negative (%d)", c.StreamInterval)
 	}

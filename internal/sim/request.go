@@ -298,18 +298,13 @@ func (s *Server) checkSampling(req *completionRequest, spec *generationSpec) *ap
 	// vLLM checks every prompt of a request on its own.
 	for i := range spec.prompts {
 		p := &spec.prompts[i]
-		promptLen := len(p.ids)
-		if promptLen >= maxModelLen {
-			return bad("", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxModelLen, promptLen)
+		if e := s.checkContext(len(p.ids), maxTokens); e != nil {
+			return e
 		}
-		switch {
-		case maxTokens == nil:
-			p.maxTokens = min(s.cfg.DefaultMaxTokens, maxModelLen-promptLen)
-		case promptLen+*maxTokens > maxModelLen:
-			return bad("", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				maxModelLen, promptLen+*maxTokens, promptLen, *maxTokens)
-		default:
+		if maxTokens != nil {
 			p.maxTokens = *maxTokens
+		} else {
+			p.maxTokens = min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-len(p.ids))
 		}
 	}
 	switch {
@@ -321,5 +316,59 @@ func (s *Server) checkSampling(req *completionRequest, spec *generationSpec) *ap
 	spec.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	spec.continuousUsage = spec.includeUsage && req.StreamOptions.ContinuousUsageStats
 	spec.ignoreEOS = req.IgnoreEOS
+	return nil
+}
+
+// checkContext rejects a prompt of promptLen tokens that, with maxTokens
+// (nil: unset), does not fit the context window, in vLLM's words.
+func (s *Server) checkContext(promptLen int, maxTokens *int) *apiError {
+	limit := s.cfg.MaxModelLen
+	if s.cfg.LegacyErrors {
+		return legacyContextError(limit, promptLen, maxTokens)
+	}
+	requested := 0
+	if maxTokens != nil {
+		requested = *maxTokens
+	}
+	if promptLen+requested > limit {
+		// vLLM's renderer tokenizes at most limit-requested+1 tokens, so the
+		// count it reports is a lower bound ("at least") once the prompt is
+		// over; the message ends with VLLMValidationError's parameter and
+		// value, and param names the offending input.
+		shown := promptLen
+		if room := limit - requested + 1; room > 0 && room < shown {
+			shown = room
+		}
+		return &apiError{
+			status: http.StatusBadRequest,
+			message: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains at least %d input tokens, for a total of at least %d tokens. Please reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=%d)",
+				limit, requested, shown, shown+requested, shown),
+			param: "input_tokens",
+		}
+	}
+	if maxTokens == nil && promptLen == limit {
+		// The prompt fits but leaves no room for the one token every
+		// request generates: vLLM's input processor rejects it.
+		return &apiError{
+			status: http.StatusBadRequest,
+			message: fmt.Sprintf("The decoder prompt (length %d) plus the number of requested output tokens (at least 1) is longer than the maximum model length of %d. Make sure that `max_model_len` is no smaller than the number of text tokens (prompt + requested output tokens).",
+				promptLen, limit),
+		}
+	}
+	return nil
+}
+
+// legacyContextError is checkContext in the words of the older vLLM
+// releases whose flat error bodies Config.LegacyErrors selects.
+func legacyContextError(limit, promptLen int, maxTokens *int) *apiError {
+	if promptLen >= limit {
+		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", limit, promptLen)}
+	}
+	if maxTokens != nil && promptLen+*maxTokens > limit {
+		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			limit, promptLen+*maxTokens, promptLen, *maxTokens)}
+	}
 	return nil
 }

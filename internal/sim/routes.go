@@ -69,7 +69,7 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	created := s.started.Unix()
 	card := modelCard{
 		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "fencegate-sim",
-		Root: s.cfg.Model, MaxModelLen: maxModelLen, Fingerprint: s.cfg.Fingerprint,
+		Root: s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Fingerprint: s.cfg.Fingerprint,
 		Permission: []modelPermission{{
 			ID:      fmt.Sprintf("modelperm-%016x", rand.Uint64()),
 			Object:  "model_permission",
@@ -122,7 +122,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"count":         len(tokens),
-		"max_model_len": maxModelLen,
+		"max_model_len": s.cfg.MaxModelLen,
 		"tokens":        tokens,
 		"token_strs":    nil,
 	})
