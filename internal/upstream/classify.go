@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +57,7 @@ func ClassifyError(err error) Failure {
 	switch {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Failure{Class: failover.Dead, Reason: "connection_reset"}
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), serverClosedIdle(err):
 		return Failure{Class: failover.Dead, Reason: "connection_closed"}
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return Failure{Class: failover.Uncertain, Reason: "tcp_timeout"}
@@ -146,4 +147,12 @@ func RetryAfter(h http.Header, def time.Duration) time.Duration {
 		}
 	}
 	return def
+}
+
+// serverClosedIdle recognises net/http's "server closed idle connection": the engine closed
+// a kept-alive connection (its FIN arrived) just as the gateway reused it for a request,
+// which the engine therefore never started. net/http does not export the error value, so
+// its text is matched.
+func serverClosedIdle(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http: server closed idle connection")
 }

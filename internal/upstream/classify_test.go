@@ -399,6 +399,9 @@ func TestClassifyErrorValues(t *testing.T) {
 		err  error
 		want want
 	}{
+		// The engine closed a kept-alive connection as the gateway reused it (net/http's
+		// unexported errServerClosedIdle, as Do returns it).
+		{"server closed idle connection", urlErr(errors.New("http: server closed idle connection")), dead("connection_closed")},
 		// The request never reached the engine.
 		{"bare ECONNREFUSED", syscall.ECONNREFUSED, dialed("connection_refused")},
 		{"refused in url.Error", urlErr(dialError(addr, os.NewSyscallError("connect", syscall.ECONNREFUSED))), dialed("connection_refused")},

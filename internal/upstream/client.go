@@ -22,7 +22,10 @@ func NewClient(dialTimeout time.Duration, dial DialFunc) *http.Client {
 		DialContext:         dial,
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
+		// Below the keep-alive timeout of the engines' HTTP servers (uvicorn's 5s in
+		// vLLM and SGLang), so that the gateway closes an idle connection before the
+		// engine does, rather than racing the engine's close with a new request.
+		IdleConnTimeout: 4 * time.Second,
 		// SSE must not be compressed (each event is flushed as it comes) and a gzip layer
 		// would hide partial reads.
 		DisableCompression: true,
