@@ -47,6 +47,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintln(out, "Usage: fencegate sim [flags]")
+		fs.PrintDefaults()
+		fmt.Fprint(out, "\n"+faultHelp)
+	}
 	var cfg Config
 	var fingerprint string
 	fs.StringVar(&cfg.Addr, "listen", "127.0.0.1:9001", "address to listen on")

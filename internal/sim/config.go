@@ -46,9 +46,11 @@ type Config struct {
 
 	LegacyErrors bool // emit older vLLM flat error bodies {"object":"error","message":..,"type":..,"param":null,"code":400}
 
-	// DoneAfterStreamError appends "data: [DONE]" after a mid-stream error
-	// event, as the real vLLM server does. By default the stream simply ends
-	// after the error event.
+	// DoneAfterStreamError appends "data: [DONE]" after the mid-stream error
+	// event of a status:N fault, as the real vLLM server does after every
+	// error event. By default such a stream simply ends after the event.
+	// The error fault chooses for itself: error sends [DONE] as vLLM does,
+	// error:nodone does not.
 	DoneAfterStreamError bool
 }
 

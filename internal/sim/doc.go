@@ -3,7 +3,9 @@
 // /v1/models, /health, /tokenize and vLLM-named Prometheus metrics, with a
 // FIFO admission queue, a chained-hash prefix cache and deterministic output
 // text. It owns fault injection at every point of the token cycle (accept,
-// prefill, token computed, token sent) and a record of every request, so a
+// prefill, token computed, token sent): crashes, resets, hangs, errors in
+// vLLM's shape, malformed or oversized events and dropped connections (see
+// the fault grammar in fault.go), and a record of every request, so a
 // test can state a fault next to its assertion and then check what the
 // replica saw. It is the replica of every test and of the demo, used both
 // in-process (Start) and as a process (Main). It must never import any other

@@ -11,11 +11,33 @@ import (
 //
 //	crash@computed:3
 //	slow:x4@prefill,reset@sent:10;on=replica-b
+//	error:nodone@sent:2
 //
-// The actions and points are documented on their constants below;
+// faultHelp lists the actions and points; their constants below say more.
 // parseFaultSpec is the one place that knows the grammar. A fault is armed
 // per request by the X-Sim-Fault header, or for the next N requests by
 // Server.ArmFault or POST /sim/faults.
+
+// faultHelp is the fault grammar in brief, for `fencegate sim -h`.
+const faultHelp = `Faults: X-Sim-Fault request header, or POST /sim/faults {"fault":SPEC,"count":N}.
+SPEC is ACTION@POINT[;on=REPLICA], several joined by commas.
+ACTION:
+  crash          the whole replica dies (connections reset, restarts after --restart-after)
+  reset          this connection is reset (TCP RST)
+  hang           stop writing, keep the connection open
+  status:N       HTTP status N (400..599); after stream headers, an error event instead
+  error          vLLM's engine error: HTTP 500, or after stream headers its error event, then [DONE]
+  error:nodone   as error, but the stream ends right after the error event
+  garbage        one malformed SSE event (truncated JSON), then silence, connection open
+  oversize       one SSE event of more than 4 MiB, then silence, connection open
+  drop           close the connection (FIN) without another byte; at accept, after reading the request
+  slow:xF        decode (and prefill still to come) F times slower
+POINT:
+  accept         request read, nothing sent, not even headers
+  prefill        admitted, stream headers sent, prefill starting
+  computed:K     output token K (0-based, counted over all choices) computed, not yet written
+  sent:K         the chunk carrying output token K written and flushed
+`
 
 // faultAction is what a fault does when its point is reached.
 type faultAction int
@@ -26,6 +48,34 @@ const (
 	actionHang                          // stop writing, keep the connection open
 	actionStatus                        // an HTTP status, or a mid-stream error event after headers
 	actionSlow                          // decode (and any prefill still to come) N times slower
+
+	// actionError is vLLM's own failure of a request: before headers an HTTP
+	// 500, after them the error event vLLM's stream generators yield on a
+	// GenerationError ("Internal server error", InternalServerError, 500),
+	// then data: [DONE] as they do, unless the item says error:nodone.
+	actionError
+
+	// actionGarbage writes one SSE data event whose JSON is cut short, as
+	// a buggy engine or a proxy that truncated an event would, then writes
+	// nothing more and keeps the connection open until the client leaves
+	// (or the replica dies). A non-stream reply gets a 200 and a cut-short
+	// JSON body the same way. It never continues: whatever follows a
+	// malformed event is the client's to judge, and a client that waits
+	// learns nothing from more text.
+	actionGarbage
+
+	// actionOversize writes one SSE data event of more than 4 MiB (a valid
+	// chunk whose text is that long, so no blank line comes for more than
+	// 4 MiB), then writes nothing more, connection open, as actionGarbage.
+	// A non-stream reply gets a 200 and a body of the same size.
+	actionOversize
+
+	// actionDrop closes the connection without writing another byte (FIN,
+	// not RST): at accept, after the whole request was read and before any
+	// byte of the response, which is how an engine behind a kept-alive
+	// connection looks when it dies having read a request. The record shows
+	// the request arrived, so a test can count the requests the engine saw.
+	actionDrop
 )
 
 // faultPoint is where in a request's life a fault fires.
@@ -52,6 +102,7 @@ type fault struct {
 	action faultAction
 	status int     // for actionStatus
 	factor float64 // for actionSlow
+	noDone bool    // for actionError: no data: [DONE] after the error event
 	point  faultPoint
 	token  int    // K of computed:K / sent:K
 	on     string // replica name it is restricted to; "" = any
@@ -111,6 +162,16 @@ func (f *fault) parseAction(s string) error {
 		f.action = actionReset
 	case s == "hang":
 		f.action = actionHang
+	case s == "error":
+		f.action = actionError
+	case s == "error:nodone":
+		f.action, f.noDone = actionError, true
+	case s == "garbage":
+		f.action = actionGarbage
+	case s == "oversize":
+		f.action = actionOversize
+	case s == "drop":
+		f.action = actionDrop
 	case strings.HasPrefix(s, "status:"):
 		code, err := strconv.Atoi(s[len("status:"):])
 		if err != nil || code < 400 || code > 599 {
@@ -124,7 +185,7 @@ func (f *fault) parseAction(s string) error {
 		}
 		f.action, f.factor = actionSlow, n
 	default:
-		return fmt.Errorf("unknown action %q (want crash, reset, hang, status:N or slow:xN)", s)
+		return fmt.Errorf("unknown action %q (want crash, reset, hang, status:N, error, error:nodone, garbage, oversize, drop or slow:xN)", s)
 	}
 	return nil
 }
