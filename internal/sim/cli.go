@@ -65,6 +65,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", maxModelLen, "as vLLM's --max-model-len: the context window; longer requests get vLLM's 400")
 	fs.IntVar(&cfg.StreamInterval, "stream-interval", 1, "as vLLM's --stream-interval: stream up to this many tokens per chunk (a choice's first token alone)")
 	fs.DurationVar(&cfg.RestartAfter, "restart-after", 0, "after a crash fault, listen again after this long; 0 = stay down")
+	fs.StringVar(&cfg.ToolCallIDStyle, "tool-call-id-style", ToolCallIDsVLLM, `tool call ids: "vllm" (chatcmpl-tool-<32 hex>) or "mistral" (9 letters and digits)`)
 	fs.BoolVar(&cfg.LegacyErrors, "legacy-errors", false, "send older vLLM flat error bodies")
 	fs.BoolVar(&cfg.DoneAfterStreamError, "done-after-stream-error", false, "send data: [DONE] after a mid-stream error event, as vLLM does")
 	fs.StringVar(&fingerprint, "fingerprint", "", "comma-separated key=value labels overriding the default fingerprint")

@@ -44,6 +44,12 @@ type Config struct {
 	// cache and the KV usage gauge.
 	Fingerprint map[string]string
 
+	// ToolCallIDStyle is how tool call ids look: ToolCallIDsVLLM
+	// ("chatcmpl-tool-" and 32 hex digits, the default) or
+	// ToolCallIDsMistral (9 letters and digits, as vLLM makes them for
+	// Mistral models). Ids are random per request either way.
+	ToolCallIDStyle string
+
 	LegacyErrors bool // emit older vLLM flat error bodies {"object":"error","message":..,"type":..,"param":null,"code":400}
 
 	// DoneAfterStreamError appends "data: [DONE]" after the mid-stream error
@@ -108,6 +114,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = maxModelLen
 	}
+	if c.ToolCallIDStyle == "" {
+		c.ToolCallIDStyle = ToolCallIDsVLLM
+	}
 	switch {
 	case c.PrefillPerToken < 0:
 		return c, fmt.Errorf("sim: Config.PrefillPerToken is negative (%v)", c.PrefillPerToken)
@@ -121,6 +130,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: Config.MaxWaiting is negative (%d)", c.MaxWaiting)
 	case c.DefaultMaxTokens < 0:
 		return c, fmt.Errorf("sim: Config.DefaultMaxTokens is negative (%d)", c.DefaultMaxTokens)
+	case c.ToolCallIDStyle != ToolCallIDsVLLM && c.ToolCallIDStyle != ToolCallIDsMistral:
+		return c, fmt.Errorf("sim: Config.ToolCallIDStyle %q is neither %q nor %q", c.ToolCallIDStyle, ToolCallIDsVLLM, ToolCallIDsMistral)
 	case c.MaxModelLen < 0:
 		return c, fmt.Errorf("sim: Config.MaxModelLen is negative (%d)", c.MaxModelLen)
 	case c.StreamInterval < 0:

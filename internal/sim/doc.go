@@ -1,8 +1,8 @@
 // Package sim is a simulated OpenAI-compatible inference engine that speaks
-// vLLM's wire format: chat and text completions (stream and non-stream),
-// /v1/models, /health, /tokenize and vLLM-named Prometheus metrics, with a
-// FIFO admission queue, a chained-hash prefix cache and deterministic output
-// text. It owns fault injection at every point of the token cycle (accept,
+// vLLM's wire format: chat and text completions (stream and non-stream, n
+// choices, prompt arrays, forced tool calls), /v1/models, /health, /tokenize
+// and vLLM-named Prometheus metrics, with a FIFO admission queue, a
+// chained-hash prefix cache and deterministic output text. It owns fault injection at every point of the token cycle (accept,
 // prefill, token computed, token sent): crashes, resets, hangs, errors in
 // vLLM's shape, malformed or oversized events and dropped connections (see
 // the fault grammar in fault.go), and a record of every request, so a

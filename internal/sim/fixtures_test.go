@@ -69,7 +69,10 @@ func splitFinish(t *testing.T, events []string) []string {
 			continue
 		}
 		ch := choices[0].(map[string]any)
-		if ch["finish_reason"] == nil {
+		delta, _ := ch["delta"].(map[string]any)
+		if ch["finish_reason"] == nil || (ch["delta"] != nil && len(delta) == 0) || ch["text"] == "" {
+			// Not a finish chunk, or one that carries nothing more: vLLM
+			// sends the sim's shape already.
 			out = append(out, ev)
 			continue
 		}

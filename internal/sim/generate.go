@@ -128,7 +128,7 @@ func (g *generation) generate() {
 	defer s.sched.releaseSlots(t.slots)
 	defer func() { s.sched.addBlocks(-g.kvBlocks) }()
 
-	g.seqs = newSequences(s.cfg.Name, &g.spec)
+	g.seqs = newSequences(s.cfg.Name, s.cfg.ToolCallIDStyle, &g.spec)
 	if g.fire(pointPrefill, 0) || !g.prefill() {
 		return
 	}
@@ -201,7 +201,7 @@ func (g *generation) decode() {
 func (g *generation) step(q *sequence, i int) bool {
 	s := g.s
 	k := g.computed // the request-wide index that computed:K and sent:K name
-	q.words = append(q.words, q.gen.word(i))
+	q.tokens = append(q.tokens, q.token(i))
 	g.computed++
 	s.book.setComputed(g.rec, g.computed)
 	g.holdBlocks(q)
@@ -220,7 +220,7 @@ func (g *generation) step(q *sequence, i int) bool {
 		return false
 	}
 	if last {
-		g.enc.finish(q.choice, q.reason, q.usage())
+		g.enc.finish(q.choice, q.finishReason(&g.spec), q.usage())
 		return g.write()
 	}
 	return true
@@ -241,11 +241,18 @@ func (g *generation) flush(q *sequence) bool {
 		g.rolesSent = true
 	}
 	g.textBuf = q.unwrittenText(g.textBuf[:0])
-	g.enc.text(q.choice, g.textBuf, q.usage())
+	switch {
+	case q.call == nil:
+		g.enc.text(q.choice, g.textBuf, q.usage())
+	case q.written == 0:
+		g.enc.toolStart(q.choice, q.call, g.textBuf, q.usage())
+	default:
+		g.enc.toolArgs(q.choice, q.call, g.textBuf, g.spec.tools.mode == toolsRequired, q.usage())
+	}
 	if !g.write() {
 		return false
 	}
-	q.written = len(q.words)
+	q.written = len(q.tokens)
 	g.sent += len(q.pending)
 	s.book.setSent(g.rec, g.sent)
 	carried := q.pending
@@ -358,7 +365,7 @@ func (g *generation) holdAllBlocks() {
 func (g *generation) holdBlocks(q *sequence) {
 	bs := g.s.cache.blockSize
 	promptLen := len(q.prompt.ids)
-	want := (promptLen+len(q.words)+bs-1)/bs - promptLen/bs
+	want := (promptLen+len(q.tokens)+bs-1)/bs - promptLen/bs
 	if want != q.blocks {
 		g.addBlocks(want - q.blocks)
 		q.blocks = want

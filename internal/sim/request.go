@@ -39,8 +39,10 @@ type completionRequest struct {
 		IncludeUsage         bool `json:"include_usage"`
 		ContinuousUsageStats bool `json:"continuous_usage_stats"` // vLLM extension
 	} `json:"stream_options"`
-	N         *int `json:"n"`
-	IgnoreEOS bool `json:"ignore_eos"` // vLLM extension: run to max_tokens
+	N          *int            `json:"n"`
+	IgnoreEOS  bool            `json:"ignore_eos"` // vLLM extension: run to max_tokens
+	Tools      []toolParam     `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
 // chatMessageIn is a chat message as clients send it: content is a string,
@@ -70,6 +72,7 @@ type generationSpec struct {
 	// continuous_usage_stats only together with include_usage.
 	continuousUsage bool
 	ignoreEOS       bool
+	tools           toolChoice // chat only: whether and how the choices call a tool
 }
 
 // promptTokens is the usage.prompt_tokens of the request: vLLM sums the
@@ -107,6 +110,13 @@ func (s *Server) parseGeneration(endpoint string, body []byte) (generationSpec, 
 		return spec, perr
 	}
 	spec.prompts = prompts
+	if endpoint == endpointChat {
+		tools, perr := parseToolChoice(req.Tools, req.ToolChoice)
+		if perr != nil {
+			return spec, perr
+		}
+		spec.tools = tools
+	}
 	if perr := s.checkSampling(&req, &spec); perr != nil {
 		return spec, perr
 	}

@@ -29,9 +29,19 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role      string `json:"role"`
-	Content   string `json:"content"`
-	ToolCalls []any  `json:"tool_calls"` // always [], as vLLM sends without tool parsing
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	ToolCalls []toolCallJSON `json:"tool_calls"` // [] when the answer is text, as vLLM sends
+}
+
+// toolCallJSON is vLLM's ToolCall: id, type, function in that order.
+type toolCallJSON struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type textCompletion struct {
@@ -56,7 +66,7 @@ type textChoice struct {
 func completionBody(spec *generationSpec, id string, created int64, model string, seqs []*sequence) any {
 	completion := 0
 	for _, q := range seqs {
-		completion += len(q.words)
+		completion += len(q.tokens)
 	}
 	u := usage{
 		PromptTokens:     spec.promptTokens(),
@@ -66,17 +76,23 @@ func completionBody(spec *generationSpec, id string, created int64, model string
 	if spec.endpoint == endpointChat {
 		choices := make([]chatChoice, len(seqs))
 		for i, q := range seqs {
-			choices[i] = chatChoice{
-				Index:        q.choice,
-				Message:      chatMessage{Role: "assistant", Content: q.text(), ToolCalls: []any{}},
-				FinishReason: q.reason,
+			msg := chatMessage{Role: "assistant", Content: q.text(), ToolCalls: []toolCallJSON{}}
+			if q.call != nil {
+				tc := toolCallJSON{ID: q.call.id, Type: "function"}
+				tc.Function.Name = q.call.name
+				// A call cut short by max_tokens keeps what was generated.
+				for _, i := range q.tokens {
+					tc.Function.Arguments += q.call.rawPiece(i)
+				}
+				msg.ToolCalls = append(msg.ToolCalls, tc)
 			}
+			choices[i] = chatChoice{Index: q.choice, Message: msg, FinishReason: q.finishReason(spec)}
 		}
 		return chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: u, Choices: choices}
 	}
 	choices := make([]textChoice, len(seqs))
 	for i, q := range seqs {
-		choices[i] = textChoice{Index: q.choice, Text: q.text(), FinishReason: q.reason}
+		choices[i] = textChoice{Index: q.choice, Text: q.text(), FinishReason: q.finishReason(spec)}
 	}
 	return textCompletion{ID: id, Object: "text_completion", Created: created, Model: model, Usage: u, Choices: choices}
 }

@@ -101,6 +101,43 @@ func (e *streamEncoder) text(choice int, text []byte, u chunkUsage) {
 	e.closeChoice(u)
 }
 
+// toolStart appends the first chunk of a choice's tool call: its id, type,
+// index and function name, and the first arguments text.
+func (e *streamEncoder) toolStart(choice int, call *toolCall, args []byte, u chunkUsage) {
+	e.choiceHead(choice)
+	e.buf = append(e.buf, `,"delta":{"tool_calls":[{"id":`...)
+	e.buf = appendJSONString(e.buf, call.id)
+	e.buf = append(e.buf, `,"type":"function","index":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(call.index), 10)
+	e.buf = append(e.buf, `,"function":{"name":`...)
+	e.buf = appendJSONString(e.buf, call.name)
+	e.buf = append(e.buf, `,"arguments":"`...)
+	e.buf = append(e.buf, args...)
+	e.buf = append(e.buf, `"}}]},"logprobs":null,"finish_reason":null}`...)
+	e.closeChoice(u)
+}
+
+// toolArgs appends a later chunk of a choice's tool call: its index and
+// more arguments text. vLLM's "required" mode also sends "name": null.
+func (e *streamEncoder) toolArgs(choice int, call *toolCall, args []byte, nullName bool, u chunkUsage) {
+	e.choiceHead(choice)
+	e.buf = append(e.buf, `,"delta":{"tool_calls":[{"index":`...)
+	e.buf = strconv.AppendInt(e.buf, int64(call.index), 10)
+	e.buf = append(e.buf, `,"function":{`...)
+	if nullName {
+		e.buf = append(e.buf, `"name":null,`...)
+	}
+	e.buf = append(e.buf, `"arguments":"`...)
+	e.buf = append(e.buf, args...)
+	e.buf = append(e.buf, `"}}]},"logprobs":null,"finish_reason":null}`...)
+	e.closeChoice(u)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	j, _ := json.Marshal(s) // strings always encode
+	return append(b, j...)
+}
+
 // finish appends the chunk with one choice's finish reason and an empty
 // delta.
 func (e *streamEncoder) finish(choice int, reason string, u chunkUsage) {
