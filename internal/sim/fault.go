@@ -25,7 +25,8 @@ ACTION:
   crash          the whole replica dies (connections reset, restarts after --restart-after)
   reset          this connection is reset (TCP RST)
   hang           stop writing, keep the connection open
-  status:N       HTTP status N (400..599); after stream headers, an error event instead
+  status:N       HTTP status N (400..599); after stream headers its error event (then [DONE]
+                 with --done-after-stream-error)
   error          vLLM's engine error: HTTP 500, or after stream headers its error event, then [DONE]
   error:nodone   as error, but the stream ends right after the error event
   garbage        one malformed SSE event (truncated JSON), then silence, connection open
