@@ -54,3 +54,27 @@ func BenchmarkClassify(b *testing.B) {
 		Classify(data)
 	}
 }
+
+// BenchmarkSummarize measures the scanner on a content chunk that carries the
+// running usage (vLLM's continuous_usage_stats), the chunk the token count is
+// read from.
+func BenchmarkSummarize(b *testing.B) {
+	data := []byte(vllmContentUsage)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Summarize(data)
+	}
+}
+
+// BenchmarkStripUsage measures removing that usage for a client that did not
+// ask for it.
+func BenchmarkStripUsage(b *testing.B) {
+	data := []byte(vllmContentUsage)
+	dst := make([]byte, 0, len(data))
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = StripUsage(dst[:0], data)
+	}
+}

@@ -1,80 +1,134 @@
 package sse
 
-// Classify reports what a data payload carries, in one pass over the JSON
-// that looks only at the few keys it needs and validates (but does not
-// decode) everything else. It never allocates. See the Class constants for
-// the meaning of each bit; Malformed is returned alone, since nothing in an
-// invalid payload can be trusted.
+import "math"
+
+// Summary is what the gateway needs to know about one data payload, gathered
+// in a single pass over its JSON (see Summarize).
+type Summary struct {
+	// Class says what the payload carries (see Classify).
+	Class Class
+	// Outputs is the number of choices that carry output (see Count).
+	Outputs int
+	// Finished has bit i set when a choice with index i (0 to 63) has a
+	// non-null finish_reason, so that a stream with several choices (n > 1, or
+	// a completions prompt array) can be known to be complete only once every
+	// choice has finished, not at the first finish. A choice's index is its
+	// "index" member when that is a non-negative integer (see CompletionTokens
+	// for what counts as one), else its position in "choices": engines send
+	// the index, and without one the position is the best guess.
+	Finished uint64
+	// FinishedHigh counts the finishing choices whose index is 64 or more,
+	// which Finished cannot hold. A choice that finishes is counted in exactly
+	// one of Finished and FinishedHigh, so Class has Finish exactly when
+	// either is non-zero.
+	FinishedHigh int
+	// CompletionTokens is the completion_tokens member of the top-level usage
+	// object, or -1 when there is no such object or the member is not a
+	// non-negative integer no larger than 2^53 (the largest every JSON client
+	// decodes exactly). As for the integer fields of a request, a number
+	// without a fractional part counts whatever its spelling: 4, 4.0 and 40e-1
+	// are all 4.
+	CompletionTokens int
+	// UsageStart and UsageEnd delimit the top-level "usage" member, whatever
+	// its value (null included: some engines send "usage":null in every chunk,
+	// which a client that did not ask for usage should not see either),
+	// together with one comma next to it: the one before it, or the one after
+	// it when it is the first member. So
+	// append(data[:UsageStart:UsageStart], data[UsageEnd:]...) is the payload
+	// without it, the other members untouched. Both are 0 when there is no such
+	// member. Should "usage" be repeated, they mark the last one, the one a
+	// JSON decoder keeps; StripUsage removes them all.
+	UsageStart, UsageEnd int
+}
+
+// maxCount is the largest integer read from a payload as a count or index:
+// 2^53, beyond which not every client decodes a JSON number exactly (or the
+// largest int, on a 32-bit platform). Anything larger reads as maxCount+1.
+const maxCount = min(1<<53, math.MaxInt)
+
+// Summarize reports what a data payload carries and where its usage is, in
+// one pass over the JSON that looks only at the few keys it needs and
+// validates (but does not decode) everything else. It never allocates.
+// Nothing in an invalid payload can be trusted, so for one the Summary is
+// just Class Malformed with CompletionTokens -1; a payload that is not an
+// object ([DONE] included) has no choices and no usage either.
+func Summarize(data []byte) Summary {
+	if string(data) == "[DONE]" {
+		return Summary{Class: Done, CompletionTokens: -1}
+	}
+	s := scanner{data: data}
+	sum := Summary{CompletionTokens: -1}
+	if s.peek() == '{' {
+		s.pos++
+		s.topObject(&sum)
+	} else {
+		// Valid JSON that is not an object carries nothing we look for.
+		s.skip(0)
+	}
+	if s.bad || s.skipSpace() {
+		return Summary{Class: Malformed, CompletionTokens: -1}
+	}
+	if sum.Class&Error != 0 {
+		sum.Class &^= NullError // an error it is; nothing to strip
+	}
+	return sum
+}
+
+// Classify reports what a data payload carries: Summarize(data).Class. See the
+// Class constants for the meaning of each bit; Malformed is returned alone,
+// since nothing in an invalid payload can be trusted. It never allocates.
 func Classify(data []byte) Class {
-	c, _ := classify(data)
-	return c
+	return Summarize(data).Class
 }
 
 // Count returns the number of choices in a chunk that carry output (see
 // Output): one delivered output token per output-bearing choice delta. It is 0
 // for malformed data and never allocates.
 func Count(data []byte) int {
-	_, n := classify(data)
-	return n
+	return Summarize(data).Outputs
 }
 
 // ClassifyCount is Classify and Count in one pass.
-func ClassifyCount(data []byte) (Class, int) { return classify(data) }
-
-func classify(data []byte) (Class, int) {
-	if string(data) == "[DONE]" {
-		return Done, 0
-	}
-	s := scanner{data: data}
-	var class Class
-	var outputs int
-	if s.peek() == '{' {
-		s.pos++
-		class, outputs = s.topObject()
-	} else {
-		// Valid JSON that is not an object carries nothing we look for.
-		s.skip(0)
-	}
-	if s.bad || s.skipSpace() {
-		return Malformed, 0
-	}
-	if class&Error != 0 {
-		class &^= NullError // an error it is; nothing to strip
-	}
-	return class, outputs
+func ClassifyCount(data []byte) (Class, int) {
+	sum := Summarize(data)
+	return sum.Class, sum.Outputs
 }
 
 // topObject scans the members of the chunk object (its '{' consumed).
-func (s *scanner) topObject() (Class, int) {
-	var class Class
-	var outputs int
+func (s *scanner) topObject(sum *Summary) {
 	var buf [24]byte
 	for first := true; ; first = false {
+		prev := s.pos // just past the previous member's value, or the '{'
 		raw, ok := s.nextKey(first)
 		if !ok {
-			return class, outputs
+			return
 		}
 		switch string(s.name(raw, &buf)) {
 		case "choices":
-			c, n := s.choices()
-			class |= c
-			outputs += n
+			s.choices(sum)
 		case "usage":
+			key := s.keyStart(raw)
+			// A repeated member replaces the earlier one, as when decoding.
+			sum.CompletionTokens = -1
 			if s.peek() == '{' {
-				class |= Usage
+				s.pos++
+				sum.Class |= Usage
+				sum.CompletionTokens = s.usage()
+			} else {
+				s.skip(1)
 			}
-			s.skip(1)
+			sum.UsageStart, sum.UsageEnd = memberSpan(s.data, first, prev, key, s.pos)
 		case "error":
 			if s.notNull(1) {
-				class |= Error
+				sum.Class |= Error
 			} else if !s.bad {
-				class |= NullError
+				sum.Class |= NullError
 			}
 		case "object":
 			if s.peek() == '"' {
 				v, ok := s.str()
 				if ok && string(s.name(v, &buf)) == "error" {
-					class |= Error
+					sum.Class |= Error
 				}
 			} else {
 				s.skip(1)
@@ -85,43 +139,72 @@ func (s *scanner) topObject() (Class, int) {
 	}
 }
 
+// usage scans the top-level usage object (its '{' consumed, at depth 2) and
+// returns its completion_tokens, or -1.
+func (s *scanner) usage() int {
+	tokens := -1
+	var buf [24]byte
+	for first := true; ; first = false {
+		raw, ok := s.nextKey(first)
+		if !ok {
+			return tokens
+		}
+		if string(s.name(raw, &buf)) != "completion_tokens" {
+			s.skip(2)
+			continue
+		}
+		tokens = -1
+		if n := s.wholeValue(2); n <= maxCount {
+			tokens = int(n)
+		}
+	}
+}
+
 // choices scans the value of "choices" (depth 1 holds it).
-func (s *scanner) choices() (Class, int) {
+func (s *scanner) choices(sum *Summary) {
 	if s.peek() != '[' {
 		s.skip(1)
-		return 0, 0
+		return
 	}
 	s.pos++
-	var class Class
-	var outputs int
-	for first := true; s.nextElem(first); first = false {
+	for pos := 0; s.nextElem(pos == 0); pos++ {
 		if s.peek() != '{' {
 			s.skip(2)
 			continue
 		}
 		s.pos++
-		output, finish, tools := s.choice()
+		output, finish, tools, index := s.choice()
 		if output {
-			class |= Output
-			outputs++
-		}
-		if finish {
-			class |= Finish
+			sum.Class |= Output
+			sum.Outputs++
 		}
 		if tools {
-			class |= ToolCalls
+			sum.Class |= ToolCalls
+		}
+		if finish {
+			sum.Class |= Finish
+			if index < 0 {
+				index = int64(pos)
+			}
+			if index < 64 {
+				sum.Finished |= 1 << index
+			} else {
+				sum.FinishedHigh++
+			}
 		}
 	}
-	return class, outputs
 }
 
-// choice scans one choice object (its '{' consumed, at depth 3).
-func (s *scanner) choice() (output, finish, tools bool) {
+// choice scans one choice object (its '{' consumed, at depth 3). index is the
+// value of its "index" member, -1 when that is absent or not a non-negative
+// integer.
+func (s *scanner) choice() (output, finish, tools bool, index int64) {
+	index = -1
 	var buf [24]byte
 	for first := true; ; first = false {
 		raw, ok := s.nextKey(first)
 		if !ok {
-			return output, finish, tools
+			return output, finish, tools, index
 		}
 		switch string(s.name(raw, &buf)) {
 		case "delta", "message":
@@ -141,6 +224,8 @@ func (s *scanner) choice() (output, finish, tools bool) {
 			if s.notNull(3) {
 				finish = true
 			}
+		case "index":
+			index = s.wholeValue(3)
 		default:
 			s.skip(3)
 		}

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -94,5 +95,154 @@ func TestClassify(t *testing.T) {
 				t.Errorf("Count = %d, want %d", got, tc.count)
 			}
 		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	const (
+		llamaUsage = `,"usage":{"completion_tokens":2,"prompt_tokens":5,"total_tokens":7}`
+		big        = "123456789012345678901234567890"
+	)
+	cases := []struct {
+		name     string
+		data     string
+		class    Class
+		outputs  int
+		finished uint64
+		high     int
+		tokens   int
+		cut      string // data[UsageStart:UsageEnd]
+	}{
+		{"vllm content", vllmContent, Output, 1, 0, 0, -1, ""},
+		{"vllm finish", vllmFinish, Finish, 0, 1 << 0, 0, -1, ""},
+		{"vllm usage chunk", vllmUsage, Usage, 0, 0, 0, 7,
+			`,"usage":{"prompt_tokens":12,"total_tokens":19,"completion_tokens":7}`},
+		{"vllm content with continuous usage", vllmContentUsage, Output | Usage, 1, 0, 0, 4,
+			`,"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}`},
+		{"vllm completions with usage null", vllmCompl, Output, 1, 0, 0, -1, `,"usage":null`},
+		{"vllm completions finish", vllmComplEnd, Finish, 0, 1 << 0, 0, -1, `,"usage":null`},
+		{"vllm two choices finish", vllmTwoFinish, Finish, 0, 1<<0 | 1<<1, 0, -1, ""},
+		{"vllm non-stream", vllmNonStream, Output | Finish | Usage, 1, 1 << 0, 0, 2,
+			`,"usage":{"prompt_tokens":9,"total_tokens":11,"completion_tokens":2}`},
+		{"sglang finish with usage null", sglangFinish, Finish, 0, 1 << 0, 0, -1, `,"usage":null`},
+		{"sglang usage", sglangUsage, Usage, 0, 0, 0, 2,
+			`,"usage":{"prompt_tokens":8,"total_tokens":10,"completion_tokens":2,"prompt_tokens_details":null}`},
+		{"llama.cpp usage in the middle", llamaFinish, Finish | Usage, 0, 1 << 0, 0, 2, llamaUsage},
+		{"done", "[DONE]", Done, 0, 0, 0, -1, ""},
+		{"valid non-object", `[{"usage":{"completion_tokens":4}}]`, 0, 0, 0, 0, -1, ""},
+
+		{"finish in choices 1 and 3",
+			`{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null},{"index":1,"delta":{},"finish_reason":"stop"},{"index":2,"delta":{"content":"b"},"finish_reason":null},{"index":3,"delta":{},"finish_reason":"length"}]}`,
+			Output | Finish, 2, 1<<1 | 1<<3, 0, -1, ""},
+		{"index absent: position", `{"choices":[{"text":"a","finish_reason":null},{"text":"","finish_reason":"stop"}]}`,
+			Output | Finish, 1, 1 << 1, 0, -1, ""},
+		{"index after finish_reason", `{"choices":[{"finish_reason":"stop","index":5,"delta":{}}]}`,
+			Finish, 0, 1 << 5, 0, -1, ""},
+		{"index beats position", `{"choices":[{"index":2,"finish_reason":"stop"},{"index":0,"finish_reason":"stop"}]}`,
+			Finish, 0, 1<<2 | 1<<0, 0, -1, ""},
+		{"index 63", `{"choices":[{"index":63,"finish_reason":"stop"}]}`, Finish, 0, 1 << 63, 0, -1, ""},
+		{"index 64", `{"choices":[{"index":64,"finish_reason":"stop"}]}`, Finish, 0, 0, 1, -1, ""},
+		{"index 70", `{"choices":[{"index":70,"finish_reason":"stop"}]}`, Finish, 0, 0, 1, -1, ""},
+		{"high and low indices", `{"choices":[{"index":70,"finish_reason":"stop"},{"index":0,"finish_reason":"stop"},{"index":64,"finish_reason":"length"},{"index":71,"finish_reason":null}]}`,
+			Finish, 0, 1 << 0, 2, -1, ""},
+		{"huge index", `{"choices":[{"index":` + big + `,"finish_reason":"stop"},{"index":1e30,"finish_reason":"stop"}]}`,
+			Finish, 0, 0, 2, -1, ""},
+		{"index not a non-negative integer: position",
+			`{"choices":[{"index":"3","finish_reason":"stop"},{"index":-1,"finish_reason":"stop"},{"index":2.5,"finish_reason":"stop"},{"index":null,"finish_reason":"stop"},{"index":[9],"finish_reason":"stop"}]}`,
+			Finish, 0, 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4, 0, -1, ""},
+		{"integral index spellings", `{"choices":[{"index":3.0,"finish_reason":"stop"},{"index":50e-1,"finish_reason":"stop"},{"index":0.7e1,"finish_reason":"stop"},{"index":-0,"finish_reason":"stop"}]}`,
+			Finish, 0, 1<<3 | 1<<5 | 1<<7 | 1<<0, 0, -1, ""},
+		{"non-object choices keep their position", `{"choices":[null,"x",{"finish_reason":"stop"}]}`,
+			Finish, 0, 1 << 2, 0, -1, ""},
+		{"finish_reason null", `{"choices":[{"index":1,"finish_reason":null}]}`, 0, 0, 0, 0, -1, ""},
+		{"escaped index and finish_reason", `{"choices":[{"\u0069ndex":4,"finish_re\u0061son":"stop"}]}`,
+			Finish, 0, 1 << 4, 0, -1, ""},
+		{"nested choices", `{"x":{"choices":[{"finish_reason":"stop"}]}}`, 0, 0, 0, 0, -1, ""},
+
+		{"usage first", `{"usage":{"completion_tokens":3},"id":"x"}`, Usage, 0, 0, 0, 3, `"usage":{"completion_tokens":3},`},
+		{"usage middle", `{"id":"x","usage":{"completion_tokens":3},"choices":[]}`, Usage, 0, 0, 0, 3, `,"usage":{"completion_tokens":3}`},
+		{"usage last", `{"id":"x","usage":{"completion_tokens":3}}`, Usage, 0, 0, 0, 3, `,"usage":{"completion_tokens":3}`},
+		{"usage alone", `{"usage":{"completion_tokens":3}}`, Usage, 0, 0, 0, 3, `"usage":{"completion_tokens":3}`},
+		{"usage null alone", `{"usage":null}`, 0, 0, 0, 0, -1, `"usage":null`},
+		{"usage null first", `{"usage":null,"id":"x"}`, 0, 0, 0, 0, -1, `"usage":null,`},
+		{"usage not an object", `{"id":"x","usage":7}`, 0, 0, 0, 0, -1, `,"usage":7`},
+		{"escaped usage key", `{"id":"x","us\u0061ge":{"completion\u005ftokens":3}}`, Usage, 0, 0, 0, 3,
+			`,"us\u0061ge":{"completion\u005ftokens":3}`},
+		{"whitespace everywhere, usage first",
+			" \n{ \"usage\" : { \"prompt_tokens\" : 1 , \"completion_tokens\" : 4 } ,\r\n \"choices\" : [ { \"index\" : 1 , \"finish_reason\" : \"stop\" } ] }\t",
+			Usage | Finish, 0, 1 << 1, 0, 4, "\"usage\" : { \"prompt_tokens\" : 1 , \"completion_tokens\" : 4 } ,\r\n "},
+		{"whitespace everywhere, usage last", "{ \"id\" : 1 ,\n \"usage\" :\tnull\r\n}", 0, 0, 0, 0, -1, " ,\n \"usage\" :\tnull"},
+		{"usage nested", `{"choices":[{"delta":{"usage":{"completion_tokens":4}}}],"x":{"usage":null},"y":[{"usage":{"completion_tokens":4}}]}`,
+			0, 0, 0, 0, -1, ""},
+		{"completion_tokens nested in usage", `{"usage":{"details":{"completion_tokens":4}}}`, Usage, 0, 0, 0, -1,
+			`"usage":{"details":{"completion_tokens":4}}`},
+		{"completion_tokens absent", `{"usage":{"prompt_tokens":4}}`, Usage, 0, 0, 0, -1, `"usage":{"prompt_tokens":4}`},
+		{"completion_tokens 0", `{"usage":{"completion_tokens":0}}`, Usage, 0, 0, 0, 0, `"usage":{"completion_tokens":0}`},
+		{"completion_tokens 4.0", `{"usage":{"completion_tokens":4.0}}`, Usage, 0, 0, 0, 4, `"usage":{"completion_tokens":4.0}`},
+		{"completion_tokens 40e-1", `{"usage":{"completion_tokens":40e-1}}`, Usage, 0, 0, 0, 4, `"usage":{"completion_tokens":40e-1}`},
+		{"completion_tokens 1.2E+3", `{"usage":{"completion_tokens":1.2E+3}}`, Usage, 0, 0, 0, 1200, `"usage":{"completion_tokens":1.2E+3}`},
+		{"completion_tokens 4.5", `{"usage":{"completion_tokens":4.5}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":4.5}`},
+		{"completion_tokens 4.0000000000000000001", `{"usage":{"completion_tokens":4.0000000000000000001}}`, Usage, 0, 0, 0, -1,
+			`"usage":{"completion_tokens":4.0000000000000000001}`},
+		{"completion_tokens negative", `{"usage":{"completion_tokens":-4}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":-4}`},
+		{"completion_tokens -0", `{"usage":{"completion_tokens":-0}}`, Usage, 0, 0, 0, 0, `"usage":{"completion_tokens":-0}`},
+		{"completion_tokens string", `{"usage":{"completion_tokens":"4"}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":"4"}`},
+		{"completion_tokens null", `{"usage":{"completion_tokens":null}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":null}`},
+		{"completion_tokens 2^53", `{"usage":{"completion_tokens":9007199254740992}}`, Usage, 0, 0, 0, 1 << 53,
+			`"usage":{"completion_tokens":9007199254740992}`},
+		{"completion_tokens above 2^53", `{"usage":{"completion_tokens":9007199254740993}}`, Usage, 0, 0, 0, -1,
+			`"usage":{"completion_tokens":9007199254740993}`},
+		{"completion_tokens huge", `{"usage":{"completion_tokens":1e300}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":1e300}`},
+		{"completion_tokens tiny", `{"usage":{"completion_tokens":1e-300}}`, Usage, 0, 0, 0, -1, `"usage":{"completion_tokens":1e-300}`},
+
+		{"malformed", `{"usage":{"completion_tokens":4},"choices":[{"index":1,"finish_reason":"stop"}],}`, Malformed, 0, 0, 0, -1, ""},
+		{"truncated", vllmContentUsage[:len(vllmContentUsage)-1], Malformed, 0, 0, 0, -1, ""},
+		{"trailing garbage", `{"usage":null} x`, Malformed, 0, 0, 0, -1, ""},
+		{"empty", ``, Malformed, 0, 0, 0, -1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte(tc.data)
+			s := Summarize(data)
+			if s.Class != tc.class || s.Outputs != tc.outputs {
+				t.Errorf("Class, Outputs = %v, %d; want %v, %d", s.Class, s.Outputs, tc.class, tc.outputs)
+			}
+			if s.Finished != tc.finished || s.FinishedHigh != tc.high {
+				t.Errorf("Finished, FinishedHigh = %#x, %d; want %#x, %d", s.Finished, s.FinishedHigh, tc.finished, tc.high)
+			}
+			if s.CompletionTokens != tc.tokens {
+				t.Errorf("CompletionTokens = %d, want %d", s.CompletionTokens, tc.tokens)
+			}
+			if got := tc.data[s.UsageStart:s.UsageEnd]; got != tc.cut || tc.cut == "" && s.UsageStart != 0 {
+				t.Errorf("usage span %d:%d = %q, want %q", s.UsageStart, s.UsageEnd, got, tc.cut)
+			}
+			if c, n := ClassifyCount(data); c != s.Class || n != s.Outputs || Classify(data) != c || Count(data) != n {
+				t.Errorf("Classify, Count and ClassifyCount disagree with Summarize")
+			}
+			if (s.Class&Finish != 0) != (s.Finished != 0 || s.FinishedHigh != 0) {
+				t.Errorf("Finish is %v but Finished, FinishedHigh = %#x, %d", s.Class&Finish != 0, s.Finished, s.FinishedHigh)
+			}
+			cut := tc.data[:s.UsageStart] + tc.data[s.UsageEnd:]
+			if got := string(StripUsage(nil, data)); got != cut {
+				t.Errorf("StripUsage = %s, cutting the span gives %s", got, cut)
+			}
+			if json.Valid(data) && !json.Valid([]byte(cut)) {
+				t.Errorf("cutting the span leaves invalid %s", cut)
+			}
+		})
+	}
+}
+
+// TestSummarizeRepeatedUsage pins what happens with a repeated "usage" key,
+// which no engine sends: as when decoding, the last one is the usage, so the
+// span marks it and CompletionTokens is its own.
+func TestSummarizeRepeatedUsage(t *testing.T) {
+	data := `{"usage":{"completion_tokens":1},"id":"x","usage":{"completion_tokens":2},"usage":null}`
+	s := Summarize([]byte(data))
+	if s.Class != Usage || s.CompletionTokens != -1 || data[s.UsageStart:s.UsageEnd] != `,"usage":null` {
+		t.Errorf("Summarize = %+v", s)
+	}
+	if s := Summarize([]byte(data[:len(data)-len(`,"usage":null}`)] + "}")); s.CompletionTokens != 2 {
+		t.Errorf("CompletionTokens = %d, want 2 from the last usage", s.CompletionTokens)
 	}
 }

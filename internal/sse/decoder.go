@@ -197,7 +197,7 @@ func indexLineEnd(b []byte) int {
 // An event with no data field but an "error" field (older llama.cpp servers)
 // gets that field's value as Data and is classed Error.
 func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
-	ev := Event{Raw: raw}
+	ev := Event{Raw: raw, CompletionTokens: -1}
 	rest := raw
 	dataLines := 0
 	comments := 0
@@ -257,10 +257,12 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		ev.Class, ev.Outputs = classify(ev.Data)
+		ev.setSummary(Summarize(ev.Data))
 	case errorValue != nil:
 		ev.Data = errorValue
-		ev.Class = Classify(errorValue) | Error
+		ev.setSummary(Summarize(errorValue))
+		ev.Class |= Error
+		ev.Outputs = 0 // a failure delivers nothing, whatever its body holds
 	case fields == 0 && comments > 0:
 		ev.Class = Comment
 	case fields == 0:

@@ -318,3 +318,57 @@ func TestClassString(t *testing.T) {
 		t.Error("OutputBearing wrong")
 	}
 }
+
+// TestDecoderSummary checks that the decoder fills in the Summary of each
+// event's data in the pass that classifies it, spans relative to Data.
+func TestDecoderSummary(t *testing.T) {
+	stream := ": keepalive\n\n" +
+		"data: " + vllmContentUsage + "\n\n" +
+		"data: " + vllmTwoFinish + "\n\n" +
+		"data: {\"id\":\"x\",\ndata:  \"usage\" : null,\ndata: \"choices\":[{\"index\":2,\"finish_reason\":\"stop\"}]}\n\n" +
+		"error: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\n\n" +
+		"event: ping\n\n" +
+		"data: [DONE]\n\n"
+	type want struct {
+		class    Class
+		outputs  int
+		finished uint64
+		tokens   int
+		cut      string
+	}
+	wants := []want{
+		{Comment, 0, 0, -1, ""},
+		{Output | Usage, 1, 0, 4, `,"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}`},
+		{Finish, 0, 1<<0 | 1<<1, -1, ""},
+		{Finish, 0, 1 << 2, -1, ",\n \"usage\" : null"},
+		// A failure delivers nothing, whatever its body says.
+		{Output | Finish | Usage | Error, 0, 1 << 0, 1, `,"usage":{"completion_tokens":1}`},
+		{0, 0, 0, -1, ""},
+		{Done, 0, 0, -1, ""},
+	}
+	var d Decoder
+	d.Append([]byte(stream))
+	for i, w := range wants {
+		e, ok := d.Next()
+		if !ok {
+			t.Fatalf("event %d missing", i)
+		}
+		got := want{e.Class, e.Outputs, e.Finished, e.CompletionTokens, string(e.Data[e.UsageStart:e.UsageEnd])}
+		if got != w || e.FinishedHigh != 0 {
+			t.Errorf("event %d (%q): got %+v (high %d), want %+v", i, e.Data, got, e.FinishedHigh, w)
+		}
+		if w.cut == "" && (e.UsageStart != 0 || e.UsageEnd != 0) {
+			t.Errorf("event %d: usage span %d:%d, want none", i, e.UsageStart, e.UsageEnd)
+		}
+		if e.Data != nil && e.Class&Error == 0 {
+			s := Summarize(e.Data)
+			if s.Class != e.Class || s.Outputs != e.Outputs || s.Finished != e.Finished || s.FinishedHigh != e.FinishedHigh ||
+				s.CompletionTokens != e.CompletionTokens || s.UsageStart != e.UsageStart || s.UsageEnd != e.UsageEnd {
+				t.Errorf("event %d: %+v differs from Summarize(Data) = %+v", i, e, s)
+			}
+		}
+	}
+	if e, ok := d.Next(); ok {
+		t.Fatalf("unexpected event %q", e.Raw)
+	}
+}

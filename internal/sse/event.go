@@ -20,6 +20,26 @@ type Event struct {
 	Class Class
 	// Outputs is the number of choices with output in the event's data (see Count).
 	Outputs int
+	// Finished, FinishedHigh, CompletionTokens, UsageStart and UsageEnd are
+	// those of the Summary of the event's data (see Summary), found in the
+	// same pass as Class. An event without data has no usage:
+	// CompletionTokens is -1.
+	Finished             uint64
+	FinishedHigh         int
+	CompletionTokens     int
+	UsageStart, UsageEnd int
+}
+
+// setSummary copies a Summary of the event's data into it. The fields are
+// Event's own rather than an embedded Summary so that Event literals naming
+// Class or Outputs keep compiling.
+func (e *Event) setSummary(s Summary) {
+	e.Class = s.Class
+	e.Outputs = s.Outputs
+	e.Finished = s.Finished
+	e.FinishedHigh = s.FinishedHigh
+	e.CompletionTokens = s.CompletionTokens
+	e.UsageStart, e.UsageEnd = s.UsageStart, s.UsageEnd
 }
 
 // Class is a bit set describing what an event carries.

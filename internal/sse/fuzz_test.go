@@ -6,51 +6,78 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
-// referenceClassify is Classify written the slow, obvious way: decode with
-// encoding/json into maps and walk them. It defines what Classify must return.
-func referenceClassify(data []byte) (Class, int) {
+// referenceSummarize is Summarize written the slow, obvious way: decode with
+// encoding/json into maps and walk them. It defines what Summarize must return,
+// except for the usage span, which FuzzClassify checks against StripUsage and
+// FuzzStripUsage against a decoder. skip is set when a number has an exponent too
+// large for math/big to expand quickly; such input is not compared.
+func referenceSummarize(data []byte) (sum Summary, skip bool) {
 	if string(data) == "[DONE]" {
-		return Done, 0
+		return Summary{Class: Done, CompletionTokens: -1}, false
 	}
 	if !json.Valid(data) {
-		return Malformed, 0
+		return Summary{Class: Malformed, CompletionTokens: -1}, false
 	}
-	// UseNumber: a number too large for a float64 is still valid JSON.
+	// UseNumber: a number too large for a float64 is still valid JSON, and
+	// counts are compared exactly.
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		panic(fmt.Sprintf("valid JSON %q does not decode: %v", data, err))
 	}
+	sum.CompletionTokens = -1
 	top, ok := v.(map[string]any)
 	if !ok {
-		return 0, 0
+		return sum, false
 	}
-	var class Class
-	count := 0
 	if u, ok := top["usage"].(map[string]any); ok && u != nil {
-		class |= Usage
+		sum.Class |= Usage
+		if n, ok := u["completion_tokens"].(json.Number); ok {
+			v, whole, huge := referenceWhole(n)
+			skip = skip || huge
+			if whole && v <= maxCount {
+				sum.CompletionTokens = int(v)
+			}
+		}
 	}
 	if e, ok := top["error"]; ok && e != nil {
-		class |= Error
+		sum.Class |= Error
 	}
 	if top["object"] == "error" {
-		class |= Error
+		sum.Class |= Error
 	}
-	if e, ok := top["error"]; ok && e == nil && class&Error == 0 {
-		class |= NullError
+	if e, ok := top["error"]; ok && e == nil && sum.Class&Error == 0 {
+		sum.Class |= NullError
 	}
 	choices, _ := top["choices"].([]any)
-	for _, c := range choices {
+	for pos, c := range choices {
 		choice, ok := c.(map[string]any)
 		if !ok {
 			continue
 		}
 		if f, ok := choice["finish_reason"]; ok && f != nil {
-			class |= Finish
+			sum.Class |= Finish
+			index := int64(pos)
+			if n, ok := choice["index"].(json.Number); ok {
+				v, whole, huge := referenceWhole(n)
+				skip = skip || huge
+				if whole {
+					index = v
+				}
+			}
+			if index < 64 {
+				sum.Finished |= 1 << index
+			} else {
+				sum.FinishedHigh++
+			}
 		}
 		output := nonEmptyString(choice["text"])
 		for _, key := range []string{"delta", "message"} {
@@ -63,15 +90,40 @@ func referenceClassify(data []byte) (Class, int) {
 			}
 			if calls, ok := d["tool_calls"].([]any); ok && len(calls) > 0 {
 				output = true
-				class |= ToolCalls
+				sum.Class |= ToolCalls
 			}
 		}
 		if output {
-			class |= Output
-			count++
+			sum.Class |= Output
+			sum.Outputs++
 		}
 	}
-	return class, count
+	return sum, skip
+}
+
+// referenceWhole decides with exact rational arithmetic whether a number is what
+// Summary calls a non-negative integer, and returns its value, capped at
+// maxCount+1. huge is set (and nothing decided) when the exponent is too large to
+// expand.
+func referenceWhole(n json.Number) (v int64, whole, huge bool) {
+	text := n.String()
+	if i := strings.IndexAny(text, "eE"); i >= 0 {
+		e, err := strconv.Atoi(text[i+1:])
+		if err != nil || e > 10000 || e < -10000 {
+			return 0, false, true
+		}
+	}
+	r, ok := new(big.Rat).SetString(text)
+	if !ok {
+		panic(fmt.Sprintf("json.Number %q is not a number", text))
+	}
+	if r.Sign() < 0 || !r.IsInt() {
+		return 0, false, false
+	}
+	if r.Num().Cmp(big.NewInt(maxCount)) > 0 {
+		return maxCount + 1, true, false
+	}
+	return r.Num().Int64(), true, false
 }
 
 func nonEmptyString(v any) bool {
@@ -164,9 +216,87 @@ func FuzzClassify(f *testing.F) {
 		if hasDuplicateKeys(data) {
 			return
 		}
-		wantClass, wantCount := referenceClassify(data)
-		if class != wantClass || count != wantCount {
-			t.Fatalf("Classify(%q) = %v, %d; reference says %v, %d", data, class, count, wantClass, wantCount)
+		want, skip := referenceSummarize(data)
+		if class != want.Class || count != want.Outputs {
+			t.Fatalf("Classify(%q) = %v, %d; reference says %v, %d", data, class, count, want.Class, want.Outputs)
+		}
+		if skip {
+			return
+		}
+		sum := Summarize(data)
+		if sum.Finished != want.Finished || sum.FinishedHigh != want.FinishedHigh || sum.CompletionTokens != want.CompletionTokens {
+			t.Fatalf("Summarize(%q) = finished %#x+%d, %d tokens; reference says %#x+%d, %d tokens",
+				data, sum.Finished, sum.FinishedHigh, sum.CompletionTokens, want.Finished, want.FinishedHigh, want.CompletionTokens)
+		}
+		// With no repeated keys there is at most one usage member, and cutting
+		// its span is exactly what StripUsage does.
+		if stripped := StripUsage(nil, data); sum.UsageEnd == 0 {
+			if sum.UsageStart != 0 || !bytes.Equal(stripped, data) {
+				t.Fatalf("Summarize(%q) finds no usage but StripUsage gives %q", data, stripped)
+			}
+		} else if cut := append(data[:sum.UsageStart:sum.UsageStart], data[sum.UsageEnd:]...); !bytes.Equal(cut, stripped) {
+			t.Fatalf("Summarize(%q) cuts %d:%d, giving %q; StripUsage gives %q", data, sum.UsageStart, sum.UsageEnd, cut, stripped)
+		}
+	})
+}
+
+func FuzzStripUsage(f *testing.F) {
+	for _, tc := range streamCases {
+		var d Decoder
+		d.Append([]byte(tc.stream))
+		for {
+			e, ok := d.Next()
+			if !ok {
+				break
+			}
+			if e.Data != nil {
+				f.Add(bytes.Clone(e.Data))
+			}
+		}
+	}
+	for _, s := range []string{
+		`{"usage":null}`,
+		` { "usage" : 1 , "id" : "x" } `,
+		`{"id":"x","us\u0061ge":{"completion_tokens":4}, "b":[1,{"usage":null}]}`,
+		`{"usage":1,"usage":2,"id":3,"usage":4}`,
+		`[{"usage":null}]`,
+		`{"usage":null,}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		orig := bytes.Clone(data)
+		out := StripUsage([]byte("data: "), data)
+		if !bytes.Equal(data, orig) {
+			t.Fatalf("StripUsage modified its input %q to %q", orig, data)
+		}
+		if !bytes.HasPrefix(out, []byte("data: ")) {
+			t.Fatalf("StripUsage(%q) lost dst: %q", data, out)
+		}
+		out = out[len("data: "):]
+		if !json.Valid(data) {
+			if !bytes.Equal(out, data) {
+				t.Fatalf("StripUsage changed invalid %q to %q", data, out)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("valid %q became invalid %q", data, out)
+		}
+		in, ok := decodeObject(data)
+		if !ok {
+			if !bytes.Equal(out, data) {
+				t.Fatalf("StripUsage changed %q, not an object, to %q", data, out)
+			}
+			return
+		}
+		_, had := in["usage"]
+		delete(in, "usage")
+		if got, ok := decodeObject(out); !ok || !reflect.DeepEqual(in, got) {
+			t.Fatalf("StripUsage(%q) = %q, want the members %v", data, out, in)
+		}
+		if !had && !bytes.Equal(out, data) {
+			t.Fatalf("StripUsage(%q) = %q, but there is no usage to strip", data, out)
 		}
 	})
 }
@@ -207,4 +337,17 @@ func FuzzDecoderSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// decodeObject decodes valid JSON and returns it when it is an object. Numbers
+// stay as written: 1E1000 is valid JSON though no float64 holds it.
+func decodeObject(data []byte) (map[string]any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		panic(fmt.Sprintf("valid JSON %q does not decode: %v", data, err))
+	}
+	m, ok := v.(map[string]any)
+	return m, ok
 }

@@ -344,6 +344,14 @@ func (s *scanner) nextKey(first bool) ([]byte, bool) {
 	return k, true
 }
 
+// keyStart returns the offset in data of the opening quote of raw, a key
+// nextKey returned. raw is a slice of data that runs on to its end, so its
+// capacity says where it starts; working it out only when a member is to be
+// cut keeps the cost off every other key.
+func (s *scanner) keyStart(raw []byte) int {
+	return cap(s.data) - cap(raw) - 1
+}
+
 // nextElem is the array counterpart of nextKey: it reports whether another
 // element follows, positioned at it.
 func (s *scanner) nextElem(first bool) bool {
@@ -392,6 +400,109 @@ func (s *scanner) notNull(depth int) bool {
 		return false
 	}
 	return s.skip(depth)
+}
+
+// wholeValue consumes the next value and returns it when it is a number with
+// a non-negative integer value (see wholeNumber), else -1.
+func (s *scanner) wholeValue(depth int) int64 {
+	c := s.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		s.skip(depth)
+		return -1
+	}
+	start := s.pos
+	if !s.number() {
+		return -1
+	}
+	num := s.data[start:s.pos]
+	if len(num) == 1 {
+		return int64(num[0] - '0') // the usual "index":0
+	}
+	n, ok := wholeNumber(num)
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+// wholeNumber reads a number that number() accepted and reports whether its
+// value is a non-negative integer: 4, 4.0, 40e-1, 0.4e1 and -0 all are, 4.5,
+// 45e-1 and -4 are not, exactly (no rounding through a float). Values above
+// maxCount come back as maxCount+1, so nothing overflows however many digits
+// or however large an exponent the number has.
+func wholeNumber(num []byte) (int64, bool) {
+	neg := num[0] == '-'
+	if neg {
+		num = num[1:]
+	}
+	mant := num
+	var exp int64
+	for i, c := range num {
+		if c != 'e' && c != 'E' {
+			continue
+		}
+		mant = num[:i]
+		digits := num[i+1:]
+		expNeg := digits[0] == '-'
+		if digits[0] == '-' || digits[0] == '+' {
+			digits = digits[1:]
+		}
+		for _, d := range digits {
+			// Past 2^40 the answer no longer depends on the exponent: no
+			// payload has that many digits to make up for it.
+			if exp < 1<<40 {
+				exp = exp*10 + int64(d-'0')
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+		break
+	}
+	// The value is v * 10^(exp+zeros), where v holds the digits up to the
+	// last non-zero one and zeros counts the zeros after it.
+	var v, zeros int64
+	fraction := false
+	for _, c := range mant {
+		switch {
+		case c == '.':
+			fraction = true
+			continue
+		case fraction:
+			exp--
+		}
+		if c == '0' {
+			zeros++
+			continue
+		}
+		v = scale10(v, zeros+1) + int64(c-'0')
+		v = min(v, maxCount+1)
+		zeros = 0
+	}
+	if v == 0 {
+		return 0, true // -0 and 0.0e9 are zero too
+	}
+	if neg {
+		return 0, false
+	}
+	exp += zeros
+	if exp < 0 {
+		// v ends in a non-zero digit, so dividing it by a power of ten
+		// leaves a fraction.
+		return 0, false
+	}
+	return scale10(v, exp), true
+}
+
+// scale10 returns v * 10^n, saturating at maxCount+1.
+func scale10(v, n int64) int64 {
+	if v == 0 {
+		return 0
+	}
+	for ; n > 0 && v <= maxCount; n-- {
+		v *= 10
+	}
+	return min(v, maxCount+1)
 }
 
 // keyName decodes a raw key (or short string) into buf when it is plain ASCII

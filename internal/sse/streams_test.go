@@ -21,6 +21,10 @@ const (
 	vllmComplEnd   = `{"id":"cmpl-3e1","object":"text_completion","created":1733000000,"model":"m","choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}`
 	vllmNonStream  = `{"id":"chatcmpl-ab","object":"chat.completion","created":1733000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","reasoning_content":null,"content":"Paris.","tool_calls":[]},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":9,"total_tokens":11,"completion_tokens":2},"prompt_logprobs":null}`
 	vllmTwoChoice  = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"A"},"finish_reason":null},{"index":1,"delta":{"content":"B"},"finish_reason":null}]}`
+	vllmTwoFinish  = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null},{"index":1,"delta":{"content":""},"logprobs":null,"finish_reason":"length","stop_reason":null}]}`
+	// vllmContentUsage is a content chunk with stream_options.continuous_usage_stats:
+	// vLLM then puts the running usage in every chunk.
+	vllmContentUsage = `{"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1733000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"content":" Paris"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}}`
 
 	sglangRole    = `{"id":"b1f0","object":"chat.completion.chunk","created":1733000000,"model":"default","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`
 	sglangContent = `{"id":"b1f0","object":"chat.completion.chunk","created":1733000000,"model":"default","choices":[{"index":0,"delta":{"role":null,"content":"Hi","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`

@@ -3,6 +3,7 @@ package sse
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -59,4 +60,44 @@ func FuzzStripNullError(f *testing.F) {
 			t.Fatalf("StripNullError(%q) = %q", data, out)
 		}
 	})
+}
+
+func TestStripUsage(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{vllmContentUsage, strings.Replace(vllmContentUsage, `,"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}`, "", 1)},
+		{vllmCompl, strings.Replace(vllmCompl, `,"usage":null`, "", 1)},
+		{llamaFinish, strings.Replace(llamaFinish, `,"usage":{"completion_tokens":2,"prompt_tokens":5,"total_tokens":7}`, "", 1)},
+		{`{"usage":null}`, `{}`},
+		{` { "usage" : null } `, ` {  } `},
+		{`{"usage":null,"id":"x"}`, `{"id":"x"}`},
+		{`{"id":"x","usage":null}`, `{"id":"x"}`},
+		{`{"id":"x","usage":{"completion_tokens":1},"choices":[]}`, `{"id":"x","choices":[]}`},
+		{`{ "usage" : null ,` + "\n" + ` "id" : "x" }`, `{ "id" : "x" }`},
+		{`{ "id" : "x" , "usage" : [ 1 ] }`, `{ "id" : "x" }`},
+		{`{"id":"x","us\u0061ge":null}`, `{"id":"x"}`},
+		{`{"usage":1,"usage":2,"id":"x","usage":3,"b":[],"usage":4}`, `{"id":"x","b":[]}`},
+		{`{"usage":1,"usage":2}`, `{}`},
+		{`{"id":"x","usage":1,"usage":2}`, `{"id":"x"}`},
+		{`{"x":{"usage":null},"y":[{"usage":1}]}`, `{"x":{"usage":null},"y":[{"usage":1}]}`},
+		{vllmContent, vllmContent},
+		{`{}`, `{}`},
+		{`[{"usage":null}]`, `[{"usage":null}]`},
+		{`"usage"`, `"usage"`},
+		{`[DONE]`, `[DONE]`},
+		{`not json`, `not json`},
+		{`{"usage":null,}`, `{"usage":null,}`},
+		{`{"usage":null} x`, `{"usage":null} x`},
+		{`{"id":"x","usage":{"completion_tokens":}}`, `{"id":"x","usage":{"completion_tokens":}}`},
+		{``, ``},
+	}
+	for _, tc := range cases {
+		in := []byte(tc.in)
+		got := StripUsage([]byte("data: "), in)
+		if string(got) != "data: "+tc.want {
+			t.Errorf("StripUsage(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		if string(in) != tc.in {
+			t.Errorf("StripUsage modified its input %s", tc.in)
+		}
+	}
 }
