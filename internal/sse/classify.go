@@ -39,6 +39,11 @@ type Summary struct {
 	// member. Should "usage" be repeated, they mark the last one, the one a
 	// JSON decoder keeps; StripUsage removes them all.
 	UsageStart, UsageEnd int
+	// Choice is the index of the chunk's only choice (as for Finished), or -1
+	// when "choices" is absent or holds no choice or several. Engines that
+	// report usage in every chunk send one choice per chunk, and the usage is
+	// that choice's, so this says whose tokens the usage counts.
+	Choice int
 }
 
 // maxCount is the largest integer read from a payload as a count or index:
@@ -54,10 +59,10 @@ const maxCount = min(1<<53, math.MaxInt)
 // object ([DONE] included) has no choices and no usage either.
 func Summarize(data []byte) Summary {
 	if string(data) == "[DONE]" {
-		return Summary{Class: Done, CompletionTokens: -1}
+		return Summary{Class: Done, CompletionTokens: -1, Choice: -1}
 	}
 	s := scanner{data: data}
-	sum := Summary{CompletionTokens: -1}
+	sum := Summary{CompletionTokens: -1, Choice: -1}
 	if s.peek() == '{' {
 		s.pos++
 		s.topObject(&sum)
@@ -66,7 +71,7 @@ func Summarize(data []byte) Summary {
 		s.skip(0)
 	}
 	if s.bad || s.skipSpace() {
-		return Summary{Class: Malformed, CompletionTokens: -1}
+		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1}
 	}
 	if sum.Class&Error != 0 {
 		sum.Class &^= NullError // an error it is; nothing to strip
@@ -167,6 +172,7 @@ func (s *scanner) choices(sum *Summary) {
 		return
 	}
 	s.pos++
+	choices := 0
 	for pos := 0; s.nextElem(pos == 0); pos++ {
 		if s.peek() != '{' {
 			s.skip(2)
@@ -174,6 +180,14 @@ func (s *scanner) choices(sum *Summary) {
 		}
 		s.pos++
 		output, finish, tools, index := s.choice()
+		if choices++; choices == 1 {
+			sum.Choice = pos
+			if index >= 0 && index <= maxCount {
+				sum.Choice = int(index)
+			}
+		} else {
+			sum.Choice = -1
+		}
 		if output {
 			sum.Class |= Output
 			sum.Outputs++

@@ -246,3 +246,33 @@ func TestSummarizeRepeatedUsage(t *testing.T) {
 		t.Errorf("CompletionTokens = %d, want 2 from the last usage", s.CompletionTokens)
 	}
 }
+
+// Choice names the chunk's only choice, whose usage a continuous-usage chunk reports.
+func TestSummarizeChoice(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want int
+	}{
+		{vllmContent, 0},
+		{`{"choices":[{"index":3,"delta":{"content":"a"}}]}`, 3},
+		{`{"choices":[{"delta":{"content":"a"},"\u0069ndex":70}]}`, 70},
+		{`{"choices":[1,{"delta":{"content":"a"}}]}`, 1}, // position, as for Finished
+		{`{"choices":[{"index":0},{"index":1}]}`, -1},
+		{`{"choices":[],"usage":{"completion_tokens":9}}`, -1},
+		{`{"id":"x"}`, -1},
+		{"[DONE]", -1},
+		{`{"choices":[{"index":0}`, -1}, // malformed
+	} {
+		if got := Summarize([]byte(tc.data)).Choice; got != tc.want {
+			t.Errorf("Summarize(%s).Choice = %d, want %d", tc.data, got, tc.want)
+		}
+	}
+	var d Decoder
+	d.Append([]byte("data: {\"choices\":[{\"index\":2,\"delta\":{\"content\":\"x\"}}]}\n\n: keepalive\n\n"))
+	if ev, ok := d.Next(); !ok || ev.Choice != 2 {
+		t.Fatalf("decoder event %+v", ev)
+	}
+	if ev, ok := d.Next(); !ok || ev.Choice != -1 {
+		t.Fatalf("comment event %+v", ev)
+	}
+}

@@ -197,7 +197,7 @@ func indexLineEnd(b []byte) int {
 // An event with no data field but an "error" field (older llama.cpp servers)
 // gets that field's value as Data and is classed Error.
 func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
-	ev := Event{Raw: raw, CompletionTokens: -1}
+	ev := Event{Raw: raw, CompletionTokens: -1, Choice: -1}
 	rest := raw
 	dataLines := 0
 	comments := 0

@@ -28,6 +28,8 @@ type Event struct {
 	FinishedHigh         int
 	CompletionTokens     int
 	UsageStart, UsageEnd int
+	// Choice is the Summary's: the index of the only choice, or -1.
+	Choice int
 }
 
 // setSummary copies a Summary of the event's data into it. The fields are
@@ -40,6 +42,7 @@ func (e *Event) setSummary(s Summary) {
 	e.FinishedHigh = s.FinishedHigh
 	e.CompletionTokens = s.CompletionTokens
 	e.UsageStart, e.UsageEnd = s.UsageStart, s.UsageEnd
+	e.Choice = s.Choice
 }
 
 // Class is a bit set describing what an event carries.
