@@ -58,21 +58,27 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 	case <-ctx.Done():
 	}
 	// Let running requests finish for a while; those still running then get an honest final
-	// error event rather than a cut connection. New requests meanwhile get 503.
-	log.Info("draining", "grace", drainGrace.String())
-	drain, cancel := context.WithTimeout(context.Background(), drainGrace)
+	// error event rather than a cut connection. New requests meanwhile get 503. Drain
+	// returns a few seconds after the grace whatever the clients do; connections still
+	// open then (clients that accept nothing) are closed.
+	grace := cfg.Shutdown.DrainGrace.D()
+	log.Info("draining", "grace", grace.String())
+	drain, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	gw.Drain(drain)
-	shutdown, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdown, cancel2 := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel2()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
+	if err := srv.Shutdown(shutdown); err != nil {
+		srv.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("shutdown: %w", err)
+		}
 	}
 	return nil
 }
 
-// drainGrace is how long a stopping gateway lets running requests finish.
-const drainGrace = 25 * time.Second
+// shutdownWait is how long idle connections get to close after the drain.
+const shutdownWait = time.Second
 
 // redact hides a password in a store DSN before it is logged.
 func redact(dsn string) string {

@@ -81,14 +81,11 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 	}
 	failed := 0
 	if body.State == "dead" {
+		// Each running attempt's owner fails it (and reruns the request if nothing was
+		// delivered) as soon as it reads its inbox; nothing here waits for it.
 		for a, rn := range p.attemptsOn(name) {
-			rn.mu.Lock()
-			if rn.live(a) {
-				rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "replica_declared_dead"}, nil)
-				rn.flush()
-				failed++
-			}
-			rn.mu.Unlock()
+			rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Dead, Reason: "replica_declared_dead"}})
+			failed++
 		}
 	}
 	s.log.Info("replica state set", "model", r.PathValue("model"), "replica", name, "state", body.State, "reason", body.Reason, "attempts_failed", failed)

@@ -101,13 +101,7 @@ func (l *agentLink) renew(ctx context.Context) {
 		l.s.log.Warn("agent heartbeat failed", "replica", l.replica, "err", err)
 	}
 	for a, rn := range l.pool.attemptsOn(l.replica) {
-		rn.mu.Lock()
-		if rn.live(a) {
-			rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: "agent_unreachable"}, nil)
-			rn.flush()
-			rn.checkClient()
-		}
-		rn.mu.Unlock()
+		rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Uncertain, Reason: "agent_unreachable"}})
 	}
 }
 

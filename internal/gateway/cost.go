@@ -11,7 +11,7 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
-// tokenizeTimeout bounds the /tokenize call made before a rerun is decided.
+// tokenizeTimeout bounds the /tokenize call that counts a prompt's tokens.
 const tokenizeTimeout = 500 * time.Millisecond
 
 // bytesPerToken is the estimate of a prompt's tokens when no engine can count them: about
@@ -42,26 +42,12 @@ func estimateTokens(req *openai.Request) int {
 }
 
 // refineCost tells the machine what a rerun of this request would cost, when a rerun cost
-// limit is configured: the prompt's tokens, counted by an engine of the pool other than the
-// failed one (else estimated), minus the prefix a replica not tried yet likely has cached
-// (it prefilled the same prompt prefix recently). Callers hold rn.mu; the engine call is
-// bounded by tokenizeTimeout and made once per request.
-func (rn *run) refineCost(failed *attempt) {
+// limit is configured: the prompt's tokens (counted by an engine, else estimated) minus the
+// prefix a replica not tried yet likely has cached (it prefilled the same prompt prefix
+// recently). It does no I/O: the count was asked for when the request started.
+func (rn *run) refineCost() {
 	if rn.s.rerunTokenLimit() == 0 || rn.m.Committed() {
 		return
-	}
-	if !rn.tokenized {
-		rn.tokenized = true
-		rn.promptTokens = estimateTokens(rn.req)
-		for _, t := range rn.pool.targets() {
-			if t.name == failed.replica {
-				continue
-			}
-			if n, ok := rn.s.tokenize(t.url, rn.req); ok {
-				rn.promptTokens = n
-			}
-			break
-		}
 	}
 	cost := rn.promptTokens
 	if rn.pool.cachedPrefixElsewhere(rn.affinity, rn.m.Tried, rn.now()) {
@@ -70,8 +56,30 @@ func (rn *run) refineCost(failed *attempt) {
 	rn.m.SetPromptTokens(cost)
 }
 
+// countPromptTokens asks an engine of the pool to count the prompt's tokens, in the
+// background, when the rerun cost limit is configured and the estimate is too close to
+// the limit to decide on: an estimate below half the limit or above twice it decides the
+// same way as any count would, and costs no engine call. The answer reaches the owner
+// through its inbox; until it does, the estimate stands.
+func (rn *run) countPromptTokens() {
+	limit := rn.s.rerunTokenLimit()
+	if limit == 0 || rn.promptTokens < limit/2 || rn.promptTokens > 2*limit {
+		return
+	}
+	targets := rn.pool.targets()
+	if len(targets) == 0 {
+		return
+	}
+	url, req, box, ctx := targets[0].url, rn.req, rn.inbox, rn.r.Context()
+	go func() {
+		if n, ok := rn.s.tokenize(ctx, url, req); ok {
+			box.post(control{kind: ctlPromptTokens, tokens: n})
+		}
+	}()
+}
+
 // tokenize calls vLLM's (and the simulator's) POST /tokenize.
-func (s *Server) tokenize(url string, req *openai.Request) (int, bool) {
+func (s *Server) tokenize(ctx context.Context, url string, req *openai.Request) (int, bool) {
 	var body struct {
 		Model    string          `json:"model"`
 		Prompt   json.RawMessage `json:"prompt,omitempty"`
@@ -89,7 +97,7 @@ func (s *Server) tokenize(url string, req *openai.Request) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tokenizeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, tokenizeTimeout)
 	defer cancel()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/tokenize", bytes.NewReader(b))
 	if err != nil {

@@ -3,8 +3,8 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"time"
 
-	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
@@ -29,15 +29,44 @@ func (s *Server) unregister(rn *run) {
 	}
 }
 
+// drainWriteGrace is how long, after the drain grace, the final gateway_shutdown event
+// may take to reach a client; a client that accepts nothing in that time is cut off.
+const drainWriteGrace = 2 * time.Second
+
 // Drain stops accepting requests (new ones get 503 with Retry-After, /readyz turns 503)
 // and waits for the running ones to finish. When ctx ends first, every request still running
 // is ended honestly: its client gets a final error event (gateway_shutdown, with
 // partial_output and delivered_output_tokens) instead of a cut connection, and its attempt
-// is cancelled. Call it before shutting the HTTP server down.
+// is cancelled. Drain never waits on a request's owner: it posts to each one's inbox and
+// caps its client writes, so it returns within drainWriteGrace (plus a moment) of ctx's
+// end whatever the clients do. Call it before shutting the HTTP server down.
 func (s *Server) Drain(ctx context.Context) {
 	s.activeMu.Lock()
 	s.draining = true
 	s.activeMu.Unlock()
+	if s.waitIdle(ctx) {
+		return
+	}
+	s.activeMu.Lock()
+	runs := make([]*run, 0, len(s.active))
+	for rn := range s.active {
+		runs = append(runs, rn)
+	}
+	s.activeMu.Unlock()
+	cut := time.Now().Add(drainWriteGrace)
+	for _, rn := range runs {
+		rn.inbox.post(control{kind: ctlAbort, reason: "gateway_shutdown", err: &openai.Error{
+			Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutdown",
+			Message: "the gateway is shutting down and ended this request; retry it on another gateway"}})
+		rn.cw.expire(cut)
+	}
+	final, cancel := context.WithDeadline(context.Background(), cut.Add(time.Second))
+	defer cancel()
+	s.waitIdle(final)
+}
+
+// waitIdle waits until no request runs, or ctx ends; it reports whether none runs.
+func (s *Server) waitIdle(ctx context.Context) bool {
 	stop := context.AfterFunc(ctx, func() {
 		s.activeMu.Lock()
 		s.idle.Broadcast()
@@ -45,24 +74,11 @@ func (s *Server) Drain(ctx context.Context) {
 	})
 	defer stop()
 	s.activeMu.Lock()
+	defer s.activeMu.Unlock()
 	for len(s.active) > 0 && ctx.Err() == nil {
 		s.idle.Wait()
 	}
-	runs := make([]*run, 0, len(s.active))
-	for rn := range s.active {
-		runs = append(runs, rn)
-	}
-	s.activeMu.Unlock()
-	for _, rn := range runs {
-		rn.mu.Lock()
-		if !rn.m.Done() {
-			rn.step(failover.Event{Kind: failover.EvAbort, Reason: "gateway_shutdown", Err: &openai.Error{
-				Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutdown",
-				Message: "the gateway is shutting down and ended this request; retry it on another gateway"}})
-			rn.flush()
-		}
-		rn.mu.Unlock()
-	}
+	return len(s.active) == 0
 }
 
 func (s *Server) isDraining() bool {

@@ -38,7 +38,7 @@ func newMetrics(s *Server) *metrics {
 		Help:    "From request accepted to the first output-bearing write.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"model"})
 	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_delivered_output_tokens_total",
-		Help: "Output tokens (output-bearing chunks) written to clients."}, []string{"model"})
+		Help: "Output tokens written to clients: counted from the engine's per-chunk usage where it reports it, else one per output-bearing choice delta."}, []string{"model"})
 	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
 	return m

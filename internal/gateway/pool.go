@@ -28,6 +28,9 @@ type pool struct {
 	wrongModel map[string]string
 	fpMismatch map[string]string
 	prefixes   *prefixMemory
+	// engines is each replica's engine as configured; detected as its metrics tell.
+	engines  map[string]string
+	detected map[string]string
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
@@ -38,6 +41,8 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		wrongModel:    make(map[string]string),
 		fpMismatch:    make(map[string]string),
 		prefixes:      newPrefixMemory(100_000),
+		engines:       make(map[string]string),
+		detected:      make(map[string]string),
 		affinityBytes: m.Affinity.PrefixBytes,
 		allowCross:    c.Policy.AllowCrossFingerprintRerun,
 	}
@@ -54,6 +59,7 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		p.configured[r.Name] = fp
 		p.b.Replicas = append(p.b.Replicas, &balance.Replica{Name: r.Name, URL: r.URL, Priority: r.Priority, Fingerprint: maps.Clone(fp)})
 		p.running[r.Name] = make(map[*attempt]*run)
+		p.engines[r.Name] = r.Engine
 	}
 	rb := c.Policy.RetryBudget
 	p.budget = failover.NewRetryBudget(*rb.Ratio, *rb.MinPerSecond, *rb.Burst, now)
@@ -65,6 +71,9 @@ type pick struct {
 	name, url string
 	ok        bool
 	shed      bool // every candidate is at its load limit
+	// usagePerChunk: the engine reports token usage in every chunk when asked
+	// (continuous_usage_stats: vLLM, SGLang).
+	usagePerChunk bool
 }
 
 // acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
@@ -87,7 +96,11 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
 	p.running[c.Replica.Name][a] = rn
-	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true}
+	engine := p.engines[c.Replica.Name]
+	if engine == "" {
+		engine = p.detected[c.Replica.Name]
+	}
+	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang"}
 }
 
 // release ends attempt a on the named replica.

@@ -118,6 +118,9 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 		return
 	}
 	p.b.ReportLoad(r, balance.Load{Running: snap.Running, Waiting: snap.Waiting, KVUsage: snap.KVUsage, At: now})
+	if snap.Engine != "" {
+		p.detected[name] = snap.Engine
+	}
 	if snap.CacheConfig == nil {
 		return
 	}

@@ -1,35 +1,47 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
-// deterministicToolCallIDs replaces the engine's tool call ids (random, different on every
-// attempt) with ids that depend only on the logical request: call_1, call_2, … in order of
-// appearance (DESIGN §5). A client that keys its tool executions on
-// "<request_id>:<tool_call_id>" then gets the same key whatever replica produced the call.
-// Callers pass only chunks the scanner marked sse.ToolCalls. It returns data unchanged (and
-// false) when the chunk names no tool call id.
-func deterministicToolCallIDs(data []byte, stream bool) ([]byte, bool) {
+// toolCallIDs replaces the engine's tool call ids (random, different on every attempt)
+// with ids derived from the logical request id and the call's position — its choice index
+// and its index among that choice's calls (docs/design.md §5). They are the same across
+// reruns, replays and takeovers of one logical request, and differ between requests, so a
+// conversation never carries one id twice; they keep the engine's own shape (see
+// toolCallID), so engines that parse ids back (Mistral's) accept them in the next turn.
+// The id is then itself the idempotency key for whoever executes the call.
+//
+// Callers pass only chunks the scanner marked sse.ToolCalls. It returns data unchanged
+// (and false) when the chunk names no tool call id (a continuation delta: arguments only).
+func toolCallIDs(data []byte, stream bool, requestID string) ([]byte, bool) {
 	field := "message"
 	if stream {
 		field = "delta"
 	}
 	out, changed := data, false
 	gjson.GetBytes(data, "choices").ForEach(func(ci, choice gjson.Result) bool {
+		choiceIndex := ci.Int()
+		if idx := choice.Get("index"); idx.Type == gjson.Number {
+			choiceIndex = idx.Int()
+		}
 		choice.Get(field + ".tool_calls").ForEach(func(ti, call gjson.Result) bool {
-			if !call.Get("id").Exists() {
-				return true // a continuation delta: arguments only
+			id := call.Get("id")
+			if id.Type != gjson.String {
+				return true
 			}
-			n := ti.Int() + 1
-			if idx := call.Get("index"); idx.Exists() {
-				n = idx.Int() + 1
+			n := ti.Int()
+			if idx := call.Get("index"); idx.Type == gjson.Number {
+				n = idx.Int()
 			}
 			path := "choices." + ci.String() + "." + field + ".tool_calls." + ti.String() + ".id"
-			if rewritten, err := sjson.SetBytes(out, path, "call_"+strconv.FormatInt(n, 10)); err == nil {
+			if rewritten, err := sjson.SetBytes(out, path, toolCallID(requestID, choiceIndex, n, id.String())); err == nil {
 				out, changed = rewritten, true
 			}
 			return true
@@ -37,4 +49,72 @@ func deterministicToolCallIDs(data []byte, stream bool) ([]byte, bool) {
 		return true
 	})
 	return out, changed
+}
+
+// Alphabets of tool call ids.
+const (
+	hexDigits    = "0123456789abcdef"
+	alphanumeric = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	// minRandomPart keeps derived ids unique across requests when an engine's own ids
+	// are short.
+	minRandomPart = 16
+)
+
+// toolCallID derives the id of call n of choice c of a logical request, in the shape of
+// the id the engine gave it:
+//   - nine alphanumeric characters (Mistral's tool call ids, which its parser checks)
+//     stay nine alphanumeric characters;
+//   - an id with a prefix ("chatcmpl-tool-…", "call_…") keeps the prefix, and its random
+//     part keeps its alphabet (hex or alphanumeric) and length (at least 16);
+//   - anything else becomes "call_" and 24 alphanumeric characters, as OpenAI's.
+func toolCallID(requestID string, c, n int64, engineID string) string {
+	seed := requestID + "/" + strconv.FormatInt(c, 10) + "/" + strconv.FormatInt(n, 10)
+	if len(engineID) == 9 && within(engineID, alphanumeric) {
+		return derive(seed, alphanumeric, 9)
+	}
+	if i := strings.LastIndexAny(engineID, "-_"); i >= 0 && i < len(engineID)-1 {
+		prefix, part := engineID[:i+1], engineID[i+1:]
+		alphabet := alphanumeric
+		if within(part, hexDigits) {
+			alphabet = hexDigits
+		} else if !within(part, alphanumeric) {
+			return "call_" + derive(seed, alphanumeric, 24)
+		}
+		return prefix + derive(seed, alphabet, max(len(part), minRandomPart))
+	}
+	return "call_" + derive(seed, alphanumeric, 24)
+}
+
+// derive returns n characters of alphabet determined by seed (SHA-256 in counter mode).
+func derive(seed, alphabet string, n int) string {
+	var b strings.Builder
+	b.Grow(n)
+	for block := uint32(0); b.Len() < n; block++ {
+		var ctr [4]byte
+		binary.BigEndian.PutUint32(ctr[:], block)
+		sum := sha256.Sum256(append([]byte(seed), ctr[:]...))
+		for _, x := range sum {
+			if b.Len() == n {
+				break
+			}
+			b.WriteByte(alphabet[int(x)%len(alphabet)])
+		}
+	}
+	return b.String()
+}
+
+func within(s, alphabet string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(alphabet, s[i]) < 0 {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ToolCallID is the id the gateway gives call (0-based) of choice c of the logical request
+// requestID, when the engine named it engineID (only the shape of engineID matters). Whoever
+// executes tool calls may recompute it; it is the idempotency key of the call.
+func ToolCallID(requestID string, choice, call int, engineID string) string {
+	return toolCallID(requestID, int64(choice), int64(call), engineID)
 }

@@ -115,7 +115,7 @@ func TestBadInput(t *testing.T) {
 		{"missing model", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 400, "", "model"},
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found", "model"},
 		{"wrong type", "POST", "/v1/chat/completions", `{"model":"sim-model","stream":"yes","messages":[{"role":"user","content":"x"}]}`, 400, "", "stream"},
-		{"n > 1", "POST", "/v1/chat/completions", `{"model":"sim-model","n":2,"messages":[{"role":"user","content":"x"}]}`, 400, "", "n"},
+		{"n above 128", "POST", "/v1/chat/completions", `{"model":"sim-model","n":129,"messages":[{"role":"user","content":"x"}]}`, 400, "", "n"},
 		{"no messages", "POST", "/v1/chat/completions", `{"model":"sim-model"}`, 400, "", "messages"},
 		{"no prompt", "POST", "/v1/completions", `{"model":"sim-model"}`, 400, "", "prompt"},
 		{"too large", "POST", "/v1/chat/completions", big, 413, "request_too_large", ""},

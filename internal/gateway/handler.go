@@ -1,19 +1,17 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/store"
-	"github.com/fencegate/fencegate/internal/upstream"
+	"github.com/tidwall/sjson"
 )
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +23,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveCompletion validates the request, registers it in the journal (claiming its
-// Idempotency-Key, if any), then runs its failover machine to the end.
+// Idempotency-Key, if any), then owns it until its last byte (run.serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
@@ -61,7 +59,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		refuseDraining(w, id)
 		return
 	}
-	rn := &run{s: s, w: w, rc: http.NewResponseController(w), r: r, req: req, pool: p, id: id, model: req.Model, start: now}
+	rn := newRun(s, w, r, req, p, id, now)
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.cfg.Idempotency.OwnerLease.D()),
@@ -71,22 +69,28 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		if !s.claim(w, r, rn, &row, key, body, now) {
 			return
 		}
+		rn.cw.replay = newReplayBuffer(s.cfg.Idempotency.MaxReplayBytes)
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
 	rn.trace(now, "input", body)
 	p.onRequest(now)
 	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
+	rn.promptTokens = estimateTokens(req)
+	// Delivered tokens are counted from the engine's own per-chunk usage where it can
+	// report it; the gateway asks for it unless the client already did.
+	rn.wantUsage = req.Stream && !req.ContinuousUsage
 	cfg := s.cfg.Policy
 	firstToken, idle := cfg.FirstTokenTimeout.D(), cfg.IdleTimeout.D()
 	if !req.Stream {
 		firstToken, idle = cfg.NonStreamTimeout.D(), cfg.NonStreamTimeout.D()
 	}
 	rn.m = failover.New(failover.Config{
-		RequestID: rn.id, Model: req.Model, Stream: req.Stream, MaxAttempts: cfg.MaxAttempts,
-		FirstTokenTimeout: firstToken, IdleTimeout: idle,
-		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), Budget: p,
-		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: estimateTokens(req),
+		RequestID: rn.id, Model: req.Model, Stream: req.Stream, Choices: req.Choices, MaxAttempts: cfg.MaxAttempts,
+		FirstTokenTimeout: firstToken, IdleTimeout: idle, MaxDuration: cfg.MaxRequestDuration.D(),
+		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), MaxHeldBytes: cfg.MaxHeldBytes,
+		DurableBoundary: rn.keyed, Budget: p,
+		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: rn.promptTokens,
 	})
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
@@ -95,6 +99,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	defer s.unregister(rn)
+	rn.countPromptTokens()
 	rn.serve()
 }
 
@@ -105,43 +110,19 @@ func keepaliveFor(stream bool, d time.Duration) time.Duration {
 	return d
 }
 
-// serve runs attempts until the machine reaches its terminal action.
-func (rn *run) serve() {
-	rn.wake = sync.NewCond(&rn.mu)
-	// The client leaving is noticed even while no attempt is being read (an uncertain
-	// attempt being fenced).
-	stop := context.AfterFunc(rn.r.Context(), func() {
-		rn.mu.Lock()
-		defer rn.mu.Unlock()
-		if !rn.m.Done() {
-			rn.step(failover.Event{Kind: failover.EvClientGone})
+// usageBody is the request body asking the engine for usage in every chunk (vLLM's and
+// SGLang's stream_options.continuous_usage_stats), built once per request. The client's
+// own include_usage is kept: the usage the client did not ask for is stripped again.
+func (rn *run) usageBody() []byte {
+	if rn.usageBodyCache == nil {
+		b, err := sjson.SetBytes(rn.req.Body, "stream_options.include_usage", true)
+		if err == nil {
+			b, err = sjson.SetBytes(b, "stream_options.continuous_usage_stats", true)
 		}
-	})
-	defer stop()
-	rn.mu.Lock()
-	rn.step(failover.Event{Kind: failover.EvStart})
-	for {
-		rn.flush()
-		rn.checkClient()
-		if rn.m.Done() {
-			break
+		if err != nil {
+			b = rn.req.Body
 		}
-		a := rn.cur
-		if a.ended {
-			// Fenced and waiting for proof that it stopped: EvFenced starts the rerun.
-			rn.wake.Wait()
-			continue
-		}
-		rn.mu.Unlock()
-		rn.runAttempt(a)
-		rn.mu.Lock()
-		if rn.live(a) {
-			// The attempt returned without the machine deciding anything; end it.
-			rn.failAttempt(a, upstream.Failure{Class: failover.Dead, Reason: "attempt_ended"}, nil)
-		}
+		rn.usageBodyCache = b
 	}
-	if rn.timer != nil {
-		rn.timer.Stop()
-	}
-	rn.mu.Unlock()
+	return rn.usageBodyCache
 }

@@ -1,0 +1,32 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/store"
+)
+
+// recordBoundary makes the delivery boundary of a keyed request durable before anything
+// crosses it (the machine's ActRecordBoundary), so that after a crash another gateway can
+// tell a safe rerun from an unsafe one. Its answer is the event the machine waits for: on
+// failure nothing is written that the journal does not know of.
+func (rn *run) recordBoundary(now time.Time) failover.Event {
+	ctx, cancel := context.WithTimeout(context.Background(), boundaryWriteTimeout)
+	err := rn.s.store.MarkFirstDelta(ctx, rn.id, rn.s.gatewayID, now)
+	cancel()
+	if err == nil {
+		return failover.Event{Kind: failover.EvBoundaryRecorded}
+	}
+	code, msg := "journal_unavailable", "the gateway could not record the delivery boundary durably, so it delivered nothing: "+err.Error()
+	if errors.Is(err, store.ErrNotOwner) {
+		code, msg = "request_ownership_lost", "another gateway took over this request, so this one delivered nothing"
+	}
+	rn.s.log.Warn("delivery boundary not recorded", "request_id", rn.id, "err", err)
+	return failover.Event{Kind: failover.EvBoundaryRecorded, Reason: code,
+		Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: code, Message: msg}}
+}

@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+)
+
+// clientWriter is the only path from a request's owner to its client. Every write carries
+// a deadline, so a client that stops reading (its receive window full, its connection
+// open) cannot hold the owner: after client_write_timeout without progress the write
+// fails and the client is treated as gone (stalled).
+//
+// Setting a connection deadline on every token would cost a timer update per token, so
+// the deadline is moved lazily: it is set to now + timeout + timeout/4 and moved again only
+// when less than timeout is left. A stalled client is therefore detected between timeout
+// and 1.25 × timeout after its last accepted byte, never earlier.
+type clientWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	// deadline is the write deadline set on the connection (zero: none yet).
+	deadline time.Time
+	// shutdownBy (unix nanoseconds, 0: none) caps the deadline while the gateway shuts
+	// down; Drain sets it from another goroutine.
+	shutdownBy atomic.Int64
+
+	status  int // HTTP status sent (0: none yet)
+	dirty   bool
+	err     error
+	stalled bool
+	replay  *replayBuffer // non-nil for a keyed request
+}
+
+func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter {
+	return &clientWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// arm makes sure the connection's write deadline is far enough ahead for the next write.
+func (cw *clientWriter) arm() {
+	now := time.Now()
+	if !cw.deadline.IsZero() && cw.deadline.Sub(now) >= cw.timeout {
+		return
+	}
+	d := now.Add(cw.timeout + cw.timeout/4)
+	if sb := cw.shutdownBy.Load(); sb != 0 && d.After(time.Unix(0, sb)) {
+		d = time.Unix(0, sb)
+	}
+	cw.setDeadline(d)
+	// Drain may have capped the deadline between the load above and the call; read it
+	// again so that the earlier deadline wins whatever the order.
+	if sb := cw.shutdownBy.Load(); sb != 0 && d.After(time.Unix(0, sb)) {
+		cw.setDeadline(time.Unix(0, sb))
+	}
+}
+
+func (cw *clientWriter) setDeadline(d time.Time) {
+	if err := cw.rc.SetWriteDeadline(d); err == nil {
+		cw.deadline = d
+	} else if errors.Is(err, http.ErrNotSupported) {
+		cw.deadline = d // a writer without a connection (tests): nothing to bound
+	}
+}
+
+// expire caps the write deadline at t. It is the one method that may be called from
+// another goroutine (Drain): a write blocked on a stalled client then fails at t.
+func (cw *clientWriter) expire(t time.Time) {
+	cw.shutdownBy.Store(t.UnixNano())
+	cw.rc.SetWriteDeadline(t)
+}
+
+// streamHeaders writes the headers of an SSE response.
+func (cw *clientWriter) streamHeaders() {
+	h := cw.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	cw.w.WriteHeader(http.StatusOK)
+	cw.status = http.StatusOK
+	cw.dirty = true
+}
+
+// bodyHeaders writes the headers of a complete JSON response of n bytes.
+func (cw *clientWriter) bodyHeaders(n int) {
+	h := cw.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(n))
+	cw.w.WriteHeader(http.StatusOK)
+	cw.status = http.StatusOK
+}
+
+func (cw *clientWriter) write(b []byte) {
+	if cw.err != nil || len(b) == 0 {
+		return
+	}
+	cw.arm()
+	_, err := cw.w.Write(b)
+	cw.dirty = true
+	cw.replay.add(b)
+	cw.fail(err)
+}
+
+// flush sends what was written since the last flush; the owner calls it once per batch of
+// events, not per event.
+func (cw *clientWriter) flush() {
+	if !cw.dirty || cw.err != nil {
+		return
+	}
+	cw.dirty = false
+	cw.arm()
+	cw.fail(cw.rc.Flush())
+}
+
+func (cw *clientWriter) fail(err error) {
+	if err == nil || cw.err != nil {
+		return
+	}
+	cw.err = err
+	cw.stalled = errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// writeError answers with e: a final SSE event when headers went out (no [DONE]),
+// otherwise an HTTP error response.
+func (cw *clientWriter) writeError(e *openai.Error, asEvent bool) {
+	body := e.AppendJSON(nil)
+	if asEvent {
+		cw.write(sse.AppendData(nil, body))
+		return
+	}
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		if cw.w.Header().Get("Retry-After") == "" {
+			cw.w.Header().Set("Retry-After", "1")
+		}
+	}
+	cw.status = e.Status
+	cw.arm()
+	openai.WriteError(cw.w, e)
+	cw.dirty = true
+	cw.replay.set(body)
+}

@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/store"
+)
+
+// run is one logical request and its owner loop (docs/design.md §6). The handler's
+// goroutine owns it: it alone steps the failover machine, writes to the client and touches
+// the request's journal record. Everything else reports to it — each attempt's reader over
+// up, and the timer, the client leaving, fence acks, heartbeat loss, the admin endpoint,
+// Drain and the tokenize call through inbox — so nothing is shared under a lock, and no
+// sender ever waits for the owner, which may be busy writing to a slow client.
+type run struct {
+	s    *Server
+	r    *http.Request
+	req  *openai.Request
+	pool *pool
+	m    *failover.Machine
+	cw   *clientWriter
+
+	up      chan upMsg
+	inbox   *inbox
+	readers sync.WaitGroup
+	timer   *time.Timer
+	armedAt time.Time // what the timer was last set to (zero: stopped or fired)
+
+	// id is the logical request id; attemptBase offsets attempt numbers when this gateway
+	// took the request over from one that died (its attempts keep their numbers).
+	id          string
+	model       string
+	attemptBase int
+	affinity    uint64 // prefix-affinity key of the prompt (0: none)
+	start       time.Time
+	revision    string // weights revision of the replica serving the current attempt
+	slowCounted bool
+	traceSeq    int64
+	// promptTokens is the prompt's size for the rerun cost: an engine's count once it
+	// answered, the estimate until then.
+	promptTokens int
+	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
+	// response for replay.
+	keyed bool
+	// wantUsage: ask engines that can (usagePerChunk) for usage in every chunk, to count
+	// delivered tokens; usageBodyCache is the request body that asks for it.
+	wantUsage      bool
+	usageBodyCache []byte
+
+	cur      *attempt // the attempt the machine last started
+	attempts []*attempt
+	// pending are the events still to step in the current step: follow-ups that actions
+	// produced (EvDispatched, EvBoundaryRecorded, ...).
+	pending   []failover.Event
+	raw       []byte // the event (or body) the current step is about
+	held      []byte // held events of the current attempt
+	rewritten []byte // an event the gateway had to rewrite (see onEvent)
+	controls  []control
+}
+
+// upDepth is the number of reads an attempt's reader may be ahead of its owner.
+const upDepth = 2
+
+func newRun(s *Server, w http.ResponseWriter, r *http.Request, req *openai.Request, p *pool, id string, now time.Time) *run {
+	return &run{
+		s: s, r: r, req: req, pool: p, id: id, model: req.Model, start: now,
+		cw:    newClientWriter(w, s.cfg.Policy.ClientWriteTimeout.D()),
+		up:    make(chan upMsg, upDepth),
+		inbox: newInbox(),
+	}
+}
+
+func (rn *run) now() time.Time { return rn.s.now() }
+
+// serve is the owner loop: it runs the machine from EvStart to its terminal action,
+// flushing the client once per batch of events that were ready together.
+func (rn *run) serve() {
+	rn.timer = time.NewTimer(time.Hour)
+	rn.timer.Stop()
+	defer rn.teardown()
+	clientGone := rn.r.Context().Done()
+	rn.step(failover.Event{Kind: failover.EvStart})
+	for !rn.m.Done() {
+		rn.cw.flush()
+		if rn.cw.err != nil {
+			rn.step(failover.Event{Kind: failover.EvClientGone, Stalled: rn.cw.stalled})
+			break
+		}
+		select {
+		case msg := <-rn.up:
+			rn.onUpstream(msg)
+			rn.drainReady()
+		case <-rn.inbox.ready:
+			rn.onControls()
+		case <-rn.timer.C:
+			rn.armedAt = time.Time{}
+			rn.step(failover.Event{Kind: failover.EvTick})
+		case <-clientGone:
+			clientGone = nil
+			rn.step(failover.Event{Kind: failover.EvClientGone})
+		}
+	}
+	rn.cw.flush()
+}
+
+// drainReady handles upstream reports that are already waiting, so that they go out in
+// one flush when the client has fallen behind.
+func (rn *run) drainReady() {
+	for i := 0; i < 16 && !rn.m.Done(); i++ {
+		select {
+		case msg := <-rn.up:
+			rn.onUpstream(msg)
+		default:
+			return
+		}
+	}
+}
+
+// teardown runs after the terminal action: every attempt has ended (the machine ends each
+// one it dispatched); the readers are waited for, so a completed answer's connection is
+// back in the transport's pool before the client sees the end of its response.
+func (rn *run) teardown() {
+	rn.timer.Stop()
+	now := rn.now()
+	for _, a := range rn.attempts {
+		if !a.ended {
+			rn.s.log.Error("attempt still running when its request ended; closing it", "request_id", rn.id, "attempt", a.id)
+			rn.endAttempt(failover.Action{Kind: failover.ActEndAttempt, Attempt: a.n, Reason: "request_ended", Cancel: true}, now)
+		}
+	}
+	rn.readers.Wait()
+	for {
+		select {
+		case msg := <-rn.up:
+			if msg.buf != nil {
+				rn.s.bufs.Put(msg.buf)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// onControls handles everything posted to the inbox.
+func (rn *run) onControls() {
+	rn.controls = rn.inbox.take(rn.controls[:0])
+	for _, c := range rn.controls {
+		if rn.m.Done() {
+			break
+		}
+		switch c.kind {
+		case ctlAttemptFailed:
+			if rn.live(c.a) {
+				rn.failAttempt(c.a, c.failure, nil)
+			}
+		case ctlFenced:
+			rn.step(failover.Event{Kind: failover.EvFenced, Attempt: c.a.n, Reason: c.reason})
+		case ctlAbort:
+			rn.step(failover.Event{Kind: failover.EvAbort, Reason: c.reason, Err: c.err})
+		case ctlPromptTokens:
+			rn.promptTokens = c.tokens
+		}
+	}
+	clear(rn.controls)
+}
+
+// queue adds a follow-up event to the current step.
+func (rn *run) queue(ev failover.Event) { rn.pending = append(rn.pending, ev) }
+
+// step feeds one event to the machine and performs the resulting actions, then any
+// follow-up events those actions produced, in order.
+func (rn *run) step(ev failover.Event) {
+	rn.pending = append(rn.pending, ev)
+	for i := 0; i < len(rn.pending); i++ {
+		now := rn.now()
+		for _, a := range rn.m.Step(rn.pending[i], now) {
+			rn.perform(a, now)
+		}
+	}
+	clear(rn.pending)
+	rn.pending = rn.pending[:0]
+	rn.rearm()
+}
+
+// perform carries out one action of the machine.
+func (rn *run) perform(a failover.Action, now time.Time) {
+	switch a.Kind {
+	case failover.ActStartAttempt:
+		if a.Rerun {
+			rn.s.metrics.reruns.WithLabelValues(rn.model).Inc()
+		}
+		rn.startAttempt(a.Attempt, now)
+	case failover.ActEndAttempt:
+		rn.endAttempt(a, now)
+	case failover.ActSendHeaders:
+		rn.cw.streamHeaders()
+	case failover.ActKeepalive:
+		if !rn.slowCounted {
+			rn.slowCounted = true
+			rn.s.metrics.softTimeouts.WithLabelValues(rn.model).Inc()
+		}
+		rn.cw.write(sse.KeepaliveEvent)
+	case failover.ActRecordBoundary:
+		// The machine parked the event that crosses the boundary; it is delivered when
+		// the answer below is stepped, which must come before any other event.
+		rn.queue(rn.recordBoundary(now))
+	case failover.ActMarkFirstDelta:
+		// Recorded before the write that follows (docs/design.md §2). A keyed request's
+		// boundary is already durable (ActRecordBoundary); this journal write is
+		// asynchronous, off the token path.
+		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision})
+		if rn.cur != nil {
+			rn.pool.notePrefix(rn.affinity, rn.cur.replica, now) // it prefilled the prompt
+		}
+		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
+		rn.trace(now, "first_delta", nil)
+	case failover.ActHold:
+		rn.held = append(rn.held, rn.raw...)
+	case failover.ActDiscardHeld:
+		rn.held = rn.held[:0]
+	case failover.ActWriteHeld:
+		rn.cw.write(rn.held)
+		rn.held = rn.held[:0]
+	case failover.ActWrite:
+		if !rn.req.Stream {
+			rn.cw.bodyHeaders(len(rn.raw))
+		}
+		rn.cw.write(rn.raw)
+	case failover.ActFinish:
+		if a.WriteDone {
+			rn.cw.write(sse.DoneEvent)
+		}
+		rn.finish(a.Outcome, nil, now)
+	case failover.ActFail:
+		rn.cw.writeError(a.Err, a.AsEvent)
+		rn.finish(a.Outcome, a.Err, now)
+	}
+}
+
+// finish journals how the request ended.
+func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
+	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
+		DeliveredOutputTokens: int64(rn.m.Delivered())}
+	rn.s.metrics.requests.WithLabelValues(rn.model, o.String()).Inc()
+	rn.s.metrics.delivered.WithLabelValues(rn.model).Add(float64(rn.m.Delivered()))
+	if e != nil {
+		u.Error = e.AppendJSON(nil)
+	}
+	if rn.keyed && o != failover.Cancelled && o != failover.ClientStalled {
+		if resp, ok := rn.cw.replay.response(); ok {
+			u.Response, u.ResponseIsSSE, u.ResponseStatus = resp, rn.req.Stream, rn.cw.status
+		}
+	}
+	// Traced before the final update, so a reader that sees the outcome sees every trace.
+	rn.trace(now, "finished", map[string]any{"outcome": o.String(), "delivered_output_tokens": rn.m.Delivered(), "error": json.RawMessage(u.Error)})
+	rn.update(u)
+	if rn.keyed {
+		// The outcome of a keyed request is durable before its client sees the end of the
+		// response, so that a retry with the same key finds it done and gets the replay.
+		ctx, cancel := context.WithTimeout(context.Background(), boundaryWriteTimeout)
+		if err := rn.s.journal.Flush(ctx); err != nil {
+			rn.s.log.Warn("outcome of a keyed request not yet durable", "request_id", rn.id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// update journals a change of the logical request, fenced by this gateway's ownership.
+func (rn *run) update(u store.UpdateRequest) {
+	u.ID, u.Owner = rn.id, rn.s.gatewayID
+	rn.s.journal.Submit(u)
+}
+
+// rearm points the deadline timer at the machine's next deadline when that is earlier than
+// what the timer waits for. Deadlines that move later are found when the timer fires, so
+// the token path never resets a timer.
+func (rn *run) rearm() {
+	d := rn.m.Deadline()
+	if d.IsZero() || rn.m.Done() {
+		return
+	}
+	if !rn.armedAt.IsZero() && !d.Before(rn.armedAt) {
+		return
+	}
+	rn.armedAt = d
+	rn.timer.Reset(d.Sub(rn.now()))
+}

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/upstream"
+	"github.com/tidwall/gjson"
+)
+
+// onUpstream handles one report of an attempt's reader. Reports of an attempt that has
+// ended are dropped: once the machine fenced an attempt, nothing of it reaches the client.
+func (rn *run) onUpstream(msg upMsg) {
+	a := msg.a
+	if msg.buf != nil {
+		defer rn.s.bufs.Put(msg.buf)
+	}
+	if !rn.live(a) {
+		return
+	}
+	switch msg.kind {
+	case upData:
+		rn.onData(a, (*msg.buf)[:msg.n])
+	case upEnd:
+		if msg.err == nil {
+			rn.step(failover.Event{Kind: failover.EvEnd, Attempt: a.n})
+		} else {
+			rn.upstreamError(a, msg.err)
+		}
+	case upFailed:
+		rn.upstreamError(a, msg.err)
+	case upStatus:
+		f := upstream.ClassifyStatus(msg.status)
+		if f.Class == failover.Overloaded {
+			// An explicit "busy": keep new work off this replica for its Retry-After.
+			rn.pool.overloaded(a.replica, rn.now().Add(upstream.RetryAfter(msg.header, time.Second)), f.Reason)
+		}
+		rn.failAttempt(a, f, openai.NormalizeEngineError(msg.status, msg.body))
+	case upBody:
+		rn.onBody(a, msg.body)
+	}
+}
+
+// onData decodes the SSE events of one read and steps the machine with each.
+func (rn *run) onData(a *attempt, b []byte) {
+	a.dec.Append(b)
+	for rn.live(a) {
+		ev, ok := a.dec.Next()
+		if !ok {
+			break
+		}
+		rn.onEvent(a, ev)
+	}
+	if a.dec.Err() != nil && rn.live(a) {
+		// The gateway must close a stream it cannot read, which does not prove that the
+		// engine stopped.
+		rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: "event_too_large"}, nil)
+	}
+}
+
+// onEvent prepares one SSE event for the client (rewriting it only where it must) and
+// steps the machine with it.
+func (rn *run) onEvent(a *attempt, ev sse.Event) {
+	class := ev.Class
+	tokens := ev.Outputs
+	if a.usage && ev.CompletionTokens >= 0 && ev.Choice >= 0 {
+		tokens = a.usageTokens(ev)
+	}
+	data, rewrite := ev.Data, false
+	if class&sse.NullError != 0 {
+		// Never forward "error": null in an ordinary chunk (docs/design.md §2): the
+		// official SDKs take any "error" key for an error.
+		data, rewrite = sse.StripNullError(nil, data), true
+	}
+	if a.usage && ev.UsageEnd > 0 && !rn.req.ContinuousUsage {
+		// The usage in this chunk was asked for by the gateway, not by the client.
+		if class&sse.Usage != 0 && class&(sse.Output|sse.Finish) == 0 && rn.m.AllFinished() {
+			if !rn.req.IncludeUsage {
+				return // the final usage chunk the client did not ask for
+			}
+		} else {
+			data, rewrite = sse.StripUsage(nil, data), true
+		}
+	}
+	if class&sse.ToolCalls != 0 {
+		if d, ok := toolCallIDs(data, true, rn.id); ok {
+			data, rewrite = d, true
+		}
+	}
+	if rewrite {
+		rn.rewritten = sse.AppendData(rn.rewritten[:0], data)
+		ev.Raw = rn.rewritten
+	}
+	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: tokens, Size: len(ev.Raw),
+		Finished: ev.Finished, FinishedHigh: ev.FinishedHigh}
+	if class&sse.Error != 0 {
+		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)
+	}
+	rn.raw = ev.Raw
+	rn.step(e)
+	rn.raw = nil
+}
+
+// onBody handles a complete non-streaming answer.
+func (rn *run) onBody(a *attempt, b []byte) {
+	tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
+	if sse.Classify(b)&sse.ToolCalls != 0 {
+		b, _ = toolCallIDs(b, false, rn.id)
+	}
+	rn.raw = b
+	rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})
+	rn.raw = nil
+}
+
+// upstreamError classifies a transport error of attempt a. The client going away is never
+// an upstream failure.
+func (rn *run) upstreamError(a *attempt, err error) {
+	if rn.r.Context().Err() != nil {
+		rn.step(failover.Event{Kind: failover.EvClientGone})
+		return
+	}
+	if a.ctx.Err() != nil {
+		return // fenced by the gateway; the machine already knows
+	}
+	f := upstream.ClassifyError(err)
+	if errors.Is(err, errBodyTooLarge) {
+		f = upstream.Failure{Class: failover.Uncertain, Reason: "body_too_large"}
+	}
+	rn.failAttempt(a, f, nil)
+}
+
+func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
+	if f.Dial {
+		rn.pool.dialFailed(a.replica, rn.now(), f.Reason)
+	} else {
+		rn.refineCost()
+	}
+	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial})
+}
+
+// usageTokens turns an engine's cumulative per-chunk usage into the tokens this chunk
+// adds. With continuous usage stats, vLLM and SGLang send one choice per chunk and its
+// completion_tokens counts that choice's tokens so far; the count is kept per choice
+// index so that interleaved choices add up. (The final usage chunk, which has no choice,
+// totals them and adds nothing.)
+func (a *attempt) usageTokens(ev sse.Event) int {
+	if ev.Choice >= len(a.lastUsage) {
+		return ev.Outputs
+	}
+	prev := &a.lastUsage[ev.Choice]
+	d := max(ev.CompletionTokens-*prev, 0)
+	*prev = max(*prev, ev.CompletionTokens)
+	return d
+}
