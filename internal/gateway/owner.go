@@ -90,7 +90,7 @@ func (rn *run) serve() {
 	for !rn.m.Done() {
 		rn.cw.flush()
 		if rn.cw.err != nil {
-			rn.step(failover.Event{Kind: failover.EvClientGone, Stalled: rn.cw.stalled})
+			rn.step(rn.clientGone())
 			break
 		}
 		select {
@@ -104,7 +104,7 @@ func (rn *run) serve() {
 			rn.step(failover.Event{Kind: failover.EvTick})
 		case <-clientGone:
 			clientGone = nil
-			rn.step(failover.Event{Kind: failover.EvClientGone})
+			rn.step(rn.clientGone())
 		}
 	}
 	rn.cw.flush()
@@ -169,6 +169,13 @@ func (rn *run) onControls() {
 		}
 	}
 	clear(rn.controls)
+}
+
+// clientGone is the event of the client going away. A write that hit its deadline also
+// cancels the request's context (net/http does so on any write error), so however the
+// owner learns of it, the write error says whether the client stalled or left.
+func (rn *run) clientGone() failover.Event {
+	return failover.Event{Kind: failover.EvClientGone, Stalled: rn.cw.stalled}
 }
 
 // queue adds a follow-up event to the current step.

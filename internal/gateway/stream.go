@@ -116,15 +116,13 @@ func (rn *run) onBody(a *attempt, b []byte) {
 	rn.raw = nil
 }
 
-// upstreamError classifies a transport error of attempt a. The client going away is never
-// an upstream failure.
+// upstreamError classifies a transport error of attempt a, which is live: an attempt the
+// gateway fenced has ended, and its reader's reports are dropped before they get here. The
+// client going away is never an upstream failure.
 func (rn *run) upstreamError(a *attempt, err error) {
 	if rn.r.Context().Err() != nil {
-		rn.step(failover.Event{Kind: failover.EvClientGone})
+		rn.step(rn.clientGone())
 		return
-	}
-	if a.ctx.Err() != nil {
-		return // fenced by the gateway; the machine already knows
 	}
 	f := upstream.ClassifyError(err)
 	if errors.Is(err, errBodyTooLarge) {
