@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
+	"github.com/fencegate/fencegate/internal/upstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -38,6 +39,8 @@ type envOptions struct {
 	// sims, when set, are the replicas to use (shared with another gateway).
 	sims []*sim.Server
 	now  func() time.Time
+	// dial, when set, replaces the gateway's dialer to replicas and agents.
+	dial upstream.DialFunc
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -74,7 +77,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now})
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now, Dial: o.dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +154,13 @@ type requestRecord struct {
 	DeliveredOutputTokens int             `json:"delivered_output_tokens"`
 	Error                 json.RawMessage `json:"error"`
 	Attempts              []struct {
-		ID         string `json:"id"`
-		N          int    `json:"n"`
-		Replica    string `json:"replica"`
-		EndReason  string `json:"end_reason"`
-		Failure    string `json:"failure"`
-		CancelSent bool   `json:"cancel_sent"`
+		ID         string    `json:"id"`
+		N          int       `json:"n"`
+		Replica    string    `json:"replica"`
+		StartedAt  time.Time `json:"started_at"`
+		EndReason  string    `json:"end_reason"`
+		Failure    string    `json:"failure"`
+		CancelSent bool      `json:"cancel_sent"`
 	} `json:"attempts"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/faultproxy"
 	"github.com/fencegate/fencegate/internal/sim"
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Fenced mode: gateway → fault proxy → agent → simulated engine, on loopback. Short lease
@@ -35,6 +36,20 @@ type fencedEnv struct {
 
 func newFencedEnv(t testing.TB, simCfg func(i int, c *sim.Config)) *fencedEnv {
 	t.Helper()
+	return newFencedEnvWith(t, fencedOptions{sim: simCfg})
+}
+
+// fencedOptions change a fenced environment: the sims, the gateway's dialer (nil: TCP) and
+// its configuration.
+type fencedOptions struct {
+	sim    func(i int, c *sim.Config)
+	dial   upstream.DialFunc
+	config func(c *config.Config)
+}
+
+func newFencedEnvWith(t testing.TB, o fencedOptions) *fencedEnv {
+	t.Helper()
+	simCfg, dial := o.sim, o.dial
 	f := &fencedEnv{}
 	var sims []*sim.Server
 	var urls []string
@@ -61,7 +76,7 @@ func newFencedEnv(t testing.TB, simCfg func(i int, c *sim.Config)) *fencedEnv {
 	if err := writeFile(secretFile, testSecret+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	f.env = newEnv(t, envOptions{sims: sims, config: func(c *config.Config) {
+	f.env = newEnv(t, envOptions{sims: sims, dial: dial, config: func(c *config.Config) {
 		for i := range c.Models[0].Replicas {
 			c.Models[0].Replicas[i].URL = urls[i]
 			c.Models[0].Replicas[i].Agent = true
@@ -69,6 +84,9 @@ func newFencedEnv(t testing.TB, simCfg func(i int, c *sim.Config)) *fencedEnv {
 		c.Leases = config.Leases{TTL: config.Duration(testTTL), RenewEvery: config.Duration(testRenew),
 			HeartbeatTimeout: config.Duration(testHeartbeat), DriftMargin: config.Duration(testDrift)}
 		c.AgentSecretFile = secretFile
+		if o.config != nil {
+			o.config(c)
+		}
 	}})
 	return f
 }
