@@ -59,23 +59,35 @@ func (rn *run) refineCost() {
 // countPromptTokens asks an engine of the pool to count the prompt's tokens, in the
 // background, when the rerun cost limit is configured and the estimate is too close to
 // the limit to decide on: an estimate below half the limit or above twice it decides the
-// same way as any count would, and costs no engine call. The answer reaches the owner
-// through its inbox; until it does, the estimate stands.
-func (rn *run) countPromptTokens() {
+// same way as any count would, and costs no engine call. It reports whether it asked; the
+// answer (a count, or 0 when none came within tokenizeTimeout) reaches the owner through
+// its inbox, and the owner starts the first attempt only then, so that whether a rerun is
+// too expensive never depends on how fast the count came back. The owner is not blocked
+// meanwhile: the client leaving or a shutdown is handled as always.
+func (rn *run) countPromptTokens() bool {
 	limit := rn.s.rerunTokenLimit()
 	if limit == 0 || rn.promptTokens < limit/2 || rn.promptTokens > 2*limit {
-		return
+		return false
 	}
 	targets := rn.pool.targets()
 	if len(targets) == 0 {
-		return
+		return false
 	}
-	url, req, box, ctx := targets[0].url, rn.req, rn.inbox, rn.r.Context()
+	s, req, box, ctx := rn.s, rn.req, rn.inbox, rn.r.Context()
 	go func() {
-		if n, ok := rn.s.tokenize(ctx, url, req); ok {
-			box.post(control{kind: ctlPromptTokens, tokens: n})
+		n := 0
+		for _, tg := range targets {
+			if count, ok := s.tokenize(ctx, tg.url, req); ok {
+				n = count
+				break
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
+		box.post(control{kind: ctlPromptTokens, tokens: n})
 	}()
+	return true
 }
 
 // tokenize calls vLLM's (and the simulator's) POST /tokenize.

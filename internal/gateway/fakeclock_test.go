@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/store"
 )
 
 // The tests here run the whole gateway — HTTP front, failover machine, transport — inside a
@@ -62,11 +63,19 @@ func chunkData(delta string) string {
 // the scripted engine, in a bubble, and returns what the client received and how long it
 // took on the fake clock.
 func fakeClockRun(t *testing.T, engine http.HandlerFunc) (body string, took time.Duration) {
+	return fakeClockRunWith(t, nil, engine)
+}
+
+// fakeClockRunWith is fakeClockRun with the policy changed by policy.
+func fakeClockRunWith(t *testing.T, policy func(*config.Policy), engine http.HandlerFunc) (body string, took time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		network := newPipeNet()
 		srv := &http.Server{Handler: engine}
 		go srv.Serve(network)
 		cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "m", Replicas: []config.Replica{{URL: "http://engine.test"}}}}}
+		if policy != nil {
+			policy(&cfg.Policy)
+		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -144,4 +153,88 @@ func TestFakeClockNoFirstToken(t *testing.T) {
 		!strings.Contains(body, `"partial_output":false`) || !strings.Contains(body, `"retryable":true`) {
 		t.Fatalf("body %q", body)
 	}
+}
+
+// max_request_duration ends a stream that is still healthy, exactly at the bound, with an
+// honest final event.
+func TestFakeClockMaxRequestDuration(t *testing.T) {
+	body, took := fakeClockRunWith(t, func(p *config.Policy) { p.MaxRequestDuration = config.Duration(time.Minute) },
+		func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, chunkData(`{"role":"assistant","content":""}`))
+			for {
+				fmt.Fprint(w, chunkData(`{"content":"tick"}`))
+				w.(http.Flusher).Flush()
+				select { // slow but alive: never idle_timeout
+				case <-r.Context().Done():
+					return
+				case <-time.After(10 * time.Second):
+				}
+			}
+		})
+	if took != time.Minute {
+		t.Fatalf("ended after %v, want exactly 1m", took)
+	}
+	if strings.Count(body, `"content":"tick"`) != 6 || !strings.Contains(body, `"code":"request_timeout"`) ||
+		!strings.Contains(body, `"partial_output":true`) || !strings.Contains(body, `"delivered_output_tokens":6`) || strings.Contains(body, "[DONE]") {
+		t.Fatalf("body %q", body)
+	}
+}
+
+// A client that never reads: the gateway's write blocks, and with the default
+// client_write_timeout (30 s) the request ends client_stalled 37.5 s later (the deadline
+// is moved lazily, so a stall is detected between 1× and 1.25× the timeout), its upstream
+// cancelled; nothing waits for the client any longer.
+func TestFakeClockStalledClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		upstream, front := newPipeNet(), newPipeNet()
+		engineDone := make(chan time.Time, 1)
+		requestID := make(chan string, 1)
+		engine := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requestID <- r.Header.Get("X-Request-Id")
+			w.Header().Set("Content-Type", "text/event-stream")
+			for r.Context().Err() == nil {
+				if _, err := fmt.Fprint(w, chunkData(`{"content":"more and more"}`)); err != nil {
+					break
+				}
+				w.(http.Flusher).Flush()
+			}
+			engineDone <- time.Now()
+		})}
+		go engine.Serve(upstream)
+		st := store.NewMemory()
+		cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "m", Replicas: []config.Replica{{URL: "http://engine.test"}}}}}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		gw, err := gateway.New(context.Background(), cfg, gateway.Options{Dial: upstream.Dial, Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: gw.Handler()}
+		go srv.Serve(front)
+		conn, err := front.Dial(context.Background(), "tcp", "gw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		go fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		// The client never reads a byte.
+		ended := <-engineDone
+		if took := ended.Sub(start); took != 37500*time.Millisecond {
+			t.Fatalf("upstream cancelled after %v, want 37.5s", took)
+		}
+		conn.Close()
+		srv.Close()
+		gw.Close() // writes what the journal holds
+		rec, err := st.Get(context.Background(), <-requestID)
+		if err != nil || rec.Outcome != "client_stalled" || len(rec.Attempts) != 1 || !rec.Attempts[0].CancelSent {
+			t.Fatalf("journal %+v %v", rec, err)
+		}
+		engine.Close()
+		upstream.Close()
+		front.Close()
+		synctest.Wait()
+	})
 }

@@ -99,7 +99,6 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	defer s.unregister(rn)
-	rn.countPromptTokens()
 	rn.serve()
 }
 

@@ -44,8 +44,10 @@ type run struct {
 	slowCounted bool
 	traceSeq    int64
 	// promptTokens is the prompt's size for the rerun cost: an engine's count once it
-	// answered, the estimate until then.
+	// answered, the estimate until then. waitCount: the first attempt waits for the count
+	// (see countPromptTokens).
 	promptTokens int
+	waitCount    bool
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
 	keyed bool
@@ -86,7 +88,9 @@ func (rn *run) serve() {
 	rn.timer.Stop()
 	defer rn.teardown()
 	clientGone := rn.r.Context().Done()
-	rn.step(failover.Event{Kind: failover.EvStart})
+	if rn.waitCount = rn.countPromptTokens(); !rn.waitCount {
+		rn.step(failover.Event{Kind: failover.EvStart})
+	}
 	for !rn.m.Done() {
 		rn.cw.flush()
 		if rn.cw.err != nil {
@@ -165,7 +169,13 @@ func (rn *run) onControls() {
 		case ctlAbort:
 			rn.step(failover.Event{Kind: failover.EvAbort, Reason: c.reason, Err: c.err})
 		case ctlPromptTokens:
-			rn.promptTokens = c.tokens
+			if c.tokens > 0 {
+				rn.promptTokens = c.tokens
+			}
+			if rn.waitCount {
+				rn.waitCount = false
+				rn.step(failover.Event{Kind: failover.EvStart})
+			}
 		}
 	}
 	clear(rn.controls)
