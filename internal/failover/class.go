@@ -1,6 +1,6 @@
 package failover
 
-// FailureClass says why an attempt ended without completing (DESIGN §3). The four cases are
+// FailureClass says why an attempt ended without completing (docs/design.md §3). The four cases are
 // never mixed up: they lead to different decisions.
 type FailureClass uint8
 

@@ -14,7 +14,7 @@ import (
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 255
 
-// claim registers a keyed request (DESIGN §2): the same key and body is the same logical
+// claim registers a keyed request (docs/design.md §2): the same key and body is the same logical
 // request. It returns true when rn should run (a new request, or one this gateway takes
 // over from a gateway that died before the delivery boundary); otherwise it has answered.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *store.Request, key string, body []byte, now time.Time) bool {
