@@ -44,6 +44,8 @@ type attempt struct {
 	// the attempt ended with the answer, so its reader drains the connection for reuse.
 	stop      chan struct{}
 	completed atomic.Bool
+	// bufBack returns the reader's buffer once the owner is done with a read.
+	bufBack chan struct{}
 
 	ended bool
 	rec   store.Attempt
@@ -69,7 +71,7 @@ func (a *attempt) isStopped() bool {
 // startAttempt chooses a replica for attempt n (never one this request already tried),
 // sends the request and reports the choice to the machine.
 func (rn *run) startAttempt(n int, now time.Time) {
-	a := &attempt{n: n, stop: make(chan struct{})}
+	a := &attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1)}
 	p := rn.pool.acquire(now, rn, a, rn.affinity)
 	if !p.ok {
 		reason := ""

@@ -64,10 +64,13 @@ type run struct {
 	raw       []byte // the event (or body) the current step is about
 	held      []byte // held events of the current attempt
 	rewritten []byte // an event the gateway had to rewrite (see onEvent)
+	stripped  []byte // an event's data without the usage the gateway asked for
 	controls  []control
+	handBack  []*attempt // attempts whose read buffer the owner still holds
 }
 
-// upDepth is the number of reads an attempt's reader may be ahead of its owner.
+// upDepth is the number of reports an attempt's reader may have waiting for its owner: a
+// read and the end of the stream that came with it.
 const upDepth = 2
 
 func newRun(s *Server, w http.ResponseWriter, r *http.Request, req *openai.Request, p *pool, id string, now time.Time) *run {
@@ -93,6 +96,7 @@ func (rn *run) serve() {
 	}
 	for !rn.m.Done() {
 		rn.cw.flush()
+		rn.handBackBuffers()
 		if rn.cw.err != nil {
 			rn.step(rn.clientGone())
 			break
@@ -112,6 +116,19 @@ func (rn *run) serve() {
 		}
 	}
 	rn.cw.flush()
+}
+
+// handBackBuffers returns the buffers of the reads handled since the last flush to their
+// readers, which may then read again.
+func (rn *run) handBackBuffers() {
+	for _, a := range rn.handBack {
+		select {
+		case a.bufBack <- struct{}{}:
+		default: // the reader stopped
+		}
+	}
+	clear(rn.handBack)
+	rn.handBack = rn.handBack[:0]
 }
 
 // drainReady handles upstream reports that are already waiting, so that they go out in
@@ -140,16 +157,6 @@ func (rn *run) teardown() {
 		}
 	}
 	rn.readers.Wait()
-	for {
-		select {
-		case msg := <-rn.up:
-			if msg.buf != nil {
-				rn.s.bufs.Put(msg.buf)
-			}
-		default:
-			return
-		}
-	}
 }
 
 // onControls handles everything posted to the inbox.

@@ -34,7 +34,7 @@ const (
 type upMsg struct {
 	a      *attempt
 	kind   upKind
-	buf    *[]byte // upData: a pooled buffer; the owner returns it
+	buf    *[]byte // upData: the reader's buffer; the owner hands it back (attempt.bufBack)
 	n      int
 	body   []byte
 	status int
@@ -69,20 +69,29 @@ func (rn *run) read(a *attempt, req *http.Request, stream bool) {
 		}
 		rn.report(a, upMsg{kind: upBody, body: body})
 	default:
+		buf := rn.s.bufs.Get().(*[]byte)
+		defer rn.s.bufs.Put(buf)
 		for {
-			buf := rn.s.bufs.Get().(*[]byte)
 			n, err := resp.Body.Read(*buf)
-			if n == 0 || !rn.report(a, upMsg{kind: upData, buf: buf, n: n}) {
-				rn.s.bufs.Put(buf)
+			if n > 0 {
+				// The owner hands the buffer back once it has decoded it and flushed the
+				// client, and only then is the next read made: what arrives meanwhile
+				// waits in the socket and comes in one read, so a busy stream is forwarded
+				// in batches, one flush each, instead of one flush per event.
+				if !rn.report(a, upMsg{kind: upData, buf: buf, n: n}) {
+					return
+				}
+				select {
+				case <-a.bufBack:
+				case <-a.stop:
+					return
+				}
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					err = nil
 				}
 				rn.report(a, upMsg{kind: upEnd, err: err})
-				return
-			}
-			if a.isStopped() {
 				return
 			}
 		}

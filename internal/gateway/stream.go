@@ -16,8 +16,8 @@ import (
 // ended are dropped: once the machine fenced an attempt, nothing of it reaches the client.
 func (rn *run) onUpstream(msg upMsg) {
 	a := msg.a
-	if msg.buf != nil {
-		defer rn.s.bufs.Put(msg.buf)
+	if msg.kind == upData {
+		rn.handBack = append(rn.handBack, a)
 	}
 	if !rn.live(a) {
 		return
@@ -71,20 +71,22 @@ func (rn *run) onEvent(a *attempt, ev sse.Event) {
 		tokens = a.usageTokens(ev)
 	}
 	data, rewrite := ev.Data, false
-	if class&sse.NullError != 0 {
-		// Never forward "error": null in an ordinary chunk (docs/design.md §2): the
-		// official SDKs take any "error" key for an error.
-		data, rewrite = sse.StripNullError(nil, data), true
-	}
 	if a.usage && ev.UsageEnd > 0 && !rn.req.ContinuousUsage {
-		// The usage in this chunk was asked for by the gateway, not by the client.
+		// The usage in this chunk was asked for by the gateway, not by the client. This is
+		// on the token path: the member is cut out by its offsets, into a reused buffer.
 		if class&sse.Usage != 0 && class&(sse.Output|sse.Finish) == 0 && rn.m.AllFinished() {
 			if !rn.req.IncludeUsage {
 				return // the final usage chunk the client did not ask for
 			}
 		} else {
-			data, rewrite = sse.StripUsage(nil, data), true
+			rn.stripped = append(append(rn.stripped[:0], data[:ev.UsageStart]...), data[ev.UsageEnd:]...)
+			data, rewrite = rn.stripped, true
 		}
+	}
+	if class&sse.NullError != 0 {
+		// Never forward "error": null in an ordinary chunk (docs/design.md §2): the
+		// official SDKs take any "error" key for an error. Rare: it may allocate.
+		data, rewrite = sse.StripNullError(nil, data), true
 	}
 	if class&sse.ToolCalls != 0 {
 		if d, ok := toolCallIDs(data, true, rn.id); ok {
