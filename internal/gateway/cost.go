@@ -73,8 +73,11 @@ func (rn *run) countPromptTokens() bool {
 	if len(targets) == 0 {
 		return false
 	}
-	s, req, box, ctx := rn.s, rn.req, rn.inbox, rn.r.Context()
+	s, req, box, parent := rn.s, rn.req, rn.inbox, rn.r.Context()
 	go func() {
+		// One bound for the whole count, however many engines are asked.
+		ctx, cancel := context.WithTimeout(parent, tokenizeTimeout)
+		defer cancel()
 		n := 0
 		for _, tg := range targets {
 			if count, ok := s.tokenize(ctx, tg.url, req); ok {
