@@ -7,23 +7,22 @@ import (
 )
 
 // A seeded chaos run: every history must keep the contract. The run is reproducible in its
-// plan (which fault, where, on which replica); the interleaving of concurrent requests is
-// not, which is the point — the checker holds for any interleaving.
+// plan (which request, which fault, where, on which replica, which client); the
+// interleaving of concurrent requests is not, which is the point — the checker holds for
+// any interleaving.
 func TestChaosKeepsTheContract(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for _, seed := range []uint64{1, 2} {
-		rep, err := Run(ctx, Config{Requests: 60, Concurrency: 6, Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("seed %d: %s", seed, rep)
-		for _, v := range rep.Violations {
-			t.Error(v)
-		}
-		if rep.Completed == 0 || rep.Interrupted == 0 || rep.Failed+rep.Reruns == 0 {
-			t.Errorf("seed %d did not exercise every ending: %s", seed, rep)
-		}
+	rep, err := Run(ctx, Config{Requests: 150, Concurrency: 8, Seed: 11, Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\n%s", rep, rep.Kinds())
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	if rep.Completed == 0 || rep.Interrupted == 0 || rep.Failed+rep.Reruns == 0 || rep.Stalled == 0 || rep.Left == 0 {
+		t.Errorf("the run did not exercise every ending: %s", rep)
 	}
 }
 
@@ -31,13 +30,13 @@ func TestChaosKeepsTheContract(t *testing.T) {
 // rerun, and the agents' records show every earlier attempt's engine request closed before
 // the next attempt started.
 func TestFencedChaosKeepsTheContract(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	rep, err := Run(ctx, Config{Requests: 80, Concurrency: 6, Seed: 3, Fenced: true, Partitions: 2})
+	rep, err := Run(ctx, Config{Requests: 150, Concurrency: 8, Seed: 3, Fenced: true, Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s", rep)
+	t.Logf("%s\n%s", rep, rep.Kinds())
 	for _, v := range rep.Violations {
 		t.Error(v)
 	}

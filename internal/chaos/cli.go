@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -23,9 +24,13 @@ func Main(args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", 2*time.Millisecond, "simulated decode time per token")
 	fs.Float64Var(&cfg.Rate, "rate", 150, "requests started per second")
 	fs.BoolVar(&cfg.Fenced, "fenced", false, "put an agent (behind a fault proxy) in front of every replica")
-	fs.IntVar(&cfg.Partitions, "partitions", 0, "with --fenced: how many times to cut a random gateway-agent link")
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "how many times to cut a random gateway-replica link (the agent's with --fenced, the engine's without)")
+	verbose := fs.Bool("verbose", false, "show the gateway's and the agents' logs on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -33,7 +38,7 @@ func Main(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("chaos: %w", err)
 	}
-	fmt.Fprintf(stdout, "seed %d: %s\n", cfg.Seed, rep)
+	fmt.Fprintf(stdout, "seed %d: %s\n%s", cfg.Seed, rep, rep.Kinds())
 	for _, v := range rep.Violations {
 		fmt.Fprintln(stdout, "VIOLATION", v)
 	}

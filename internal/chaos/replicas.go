@@ -13,43 +13,73 @@ import (
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
-// replicas are the simulated engines of a run and, in fenced mode, their agents and the
-// fault proxies between the gateway and the agents.
+// replicas are the simulated engines of a run and, in fenced mode, their agents; the fault
+// proxies stand between the gateway and the agents (fenced mode) or the engines (direct
+// mode with partitions).
 type replicas struct {
-	sims    []*sim.Server
-	agents  map[string]*agent.Agent // by replica name
-	proxies []*faultproxy.Proxy
-	config  []config.Replica
-	closers []func()
+	sims      []*sim.Server
+	agents    map[string]*agent.Agent // by replica name
+	proxies   []*faultproxy.Proxy
+	config    []config.Replica
+	intervals map[string]int    // tokens per chunk, by replica name
+	toolIDs   map[string]string // a tool call id in each engine's shape, by replica name
+	closers   []func()
 }
 
-func startReplicas(cfg Config) (*replicas, error) {
-	r := &replicas{agents: map[string]*agent.Agent{}}
+// Tool call ids in the two shapes the sim makes them (only the shape matters).
+const (
+	vllmToolID    = "chatcmpl-tool-00000000000000000000000000000000"
+	mistralToolID = "A1b2C3d4E"
+)
+
+// startReplicas starts cfg.Replicas engines. The first sends a chunk per token; the others
+// send 2–4 tokens per chunk (vLLM's --stream-interval), drawn from rng, so that the
+// gateway's token counts are tested against chunks that carry several tokens. Every other
+// replica makes tool call ids in Mistral's shape, which the gateway's ids must keep.
+func startReplicas(cfg Config, rng *rand.Rand) (*replicas, error) {
+	r := &replicas{agents: map[string]*agent.Agent{}, intervals: map[string]int{}, toolIDs: map[string]string{}}
 	for i := 0; i < cfg.Replicas; i++ {
-		s, err := sim.Start(sim.Config{Name: fmt.Sprintf("sim-%d", i+1), DecodePerToken: cfg.DecodePerToken, RestartAfter: 50 * time.Millisecond})
+		sc := sim.Config{Name: fmt.Sprintf("sim-%d", i+1), DecodePerToken: cfg.DecodePerToken, RestartAfter: 50 * time.Millisecond,
+			StreamInterval: 1, ToolCallIDStyle: sim.ToolCallIDsVLLM}
+		if i > 0 {
+			sc.StreamInterval = 2 + rng.IntN(3)
+		}
+		if i%2 == 1 {
+			sc.ToolCallIDStyle = sim.ToolCallIDsMistral
+		}
+		s, err := sim.Start(sc)
 		if err != nil {
 			r.close()
 			return nil, err
 		}
 		r.closers = append(r.closers, func() { s.Close() })
 		r.sims = append(r.sims, s)
+		r.intervals[s.Name()] = sc.StreamInterval
+		r.toolIDs[s.Name()] = vllmToolID
+		if sc.ToolCallIDStyle == sim.ToolCallIDsMistral {
+			r.toolIDs[s.Name()] = mistralToolID
+		}
 		rep := config.Replica{Name: s.Name(), URL: s.URL()}
+		target := strings.TrimPrefix(s.URL(), "http://")
 		if cfg.Fenced {
-			a, err := agent.Start(agent.Config{Engine: s.URL(), Listen: "127.0.0.1:0"})
+			a, err := agent.Start(agent.Config{Engine: s.URL(), Listen: "127.0.0.1:0", Logger: cfg.Logger})
 			if err != nil {
 				r.close()
 				return nil, err
 			}
 			r.closers = append(r.closers, func() { a.Close() })
-			p, err := faultproxy.Start(strings.TrimPrefix(a.URL(), "http://"))
+			r.agents[s.Name()] = a
+			target, rep.Agent = strings.TrimPrefix(a.URL(), "http://"), true
+		}
+		if cfg.Fenced || cfg.Partitions > 0 {
+			p, err := faultproxy.Start(target)
 			if err != nil {
 				r.close()
 				return nil, err
 			}
 			r.closers = append(r.closers, func() { p.Close() })
-			r.agents[s.Name()] = a
 			r.proxies = append(r.proxies, p)
-			rep.URL, rep.Agent = p.URL(), true
+			rep.URL = p.URL()
 		}
 		r.config = append(r.config, rep)
 	}
@@ -63,8 +93,10 @@ func (r *replicas) close() {
 	}
 }
 
-// partition cuts random gateway↔agent links cfg.Partitions times while the plan runs; the
-// returned channel closes once every link is healed again.
+// partition cuts random gateway↔replica links cfg.Partitions times while the plan runs;
+// the returned channel closes once every link is healed again. In fenced mode the agent's
+// leases fence what is cut off; in direct mode the gateway's timeouts fire and nothing
+// may be rerun.
 func (r *replicas) partition(ctx context.Context, cfg Config, rng *rand.Rand) <-chan struct{} {
 	done := make(chan struct{})
 	if len(r.proxies) == 0 || cfg.Partitions == 0 {
@@ -76,10 +108,15 @@ func (r *replicas) partition(ctx context.Context, cfg Config, rng *rand.Rand) <-
 		proxy      *faultproxy.Proxy
 		after, dur time.Duration
 	}
+	// A cut lasts two to three first-token timeouts, longer than the gateway takes to give
+	// up on an attempt behind it (a timeout, or in fenced mode the lost heartbeat). The
+	// fault proxy drops what crosses a black hole, where a real network's TCP would deliver
+	// it late: a cut that healed before the gateway gave up would resume a stream with a
+	// hole in it, a fault no network makes.
 	cuts := make([]cut, cfg.Partitions)
 	for i := range cuts {
 		cuts[i] = cut{r.proxies[rng.IntN(len(r.proxies))], time.Duration(100+rng.IntN(300)) * time.Millisecond,
-			time.Duration(300+rng.IntN(400)) * time.Millisecond}
+			2*firstTokenTimeout + time.Duration(rng.Int64N(int64(firstTokenTimeout)))}
 	}
 	go func() {
 		defer close(done)
