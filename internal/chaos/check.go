@@ -66,6 +66,8 @@ type history struct {
 	toolIDShape map[string]string
 	// intervals is each replica's stream interval (tokens per chunk), for the report.
 	intervals map[string]int
+	// writeTimeout is the gateway's client_write_timeout (0: unknown).
+	writeTimeout time.Duration
 }
 
 // checker collects the histories of a run.
@@ -161,7 +163,7 @@ func (h *history) kinds() []string {
 // collect gathers r's history once its client is done.
 func (c *checker) collect(ctx context.Context, r *request) *history {
 	h := &history{req: r, fenced: c.fenced, answers: map[string]answer{}, agentEnds: map[string]time.Time{},
-		toolIDShape: c.toolIDs, intervals: c.intervals}
+		toolIDShape: c.toolIDs, intervals: c.intervals, writeTimeout: clientWriteTimeout}
 	id := r.seen.requestID
 	if !strings.HasPrefix(id, "req_") {
 		return h

@@ -146,6 +146,25 @@ func TestCheckerReportsARerunAfterAnUncertainDirectFailure(t *testing.T) {
 	}
 }
 
+func TestCheckerReportsASilentEngineCalledDead(t *testing.T) {
+	h := cleanHistory(1)
+	setEvents(h)
+	h.req.seen.status = http.StatusBadGateway
+	h.req.seen.raw = []byte(`{"error":{"message":"replica sim-1 failed","type":"upstream_error","param":null,"code":"upstream_unavailable"}}`)
+	h.journal.Outcome, h.journal.FirstDeltaSent, h.journal.DeliveredOutputTokens = "failed", false, 0
+	// The engine wrote a malformed event and went silent; the gateway called it dead.
+	h.journal.Attempts[0].EndReason, h.journal.Attempts[0].Failure = "malformed_event", "dead"
+	h.records[0].Outcome = sim.OutcomeGarbage
+	requireRule(t, h, rClass)
+	// Called uncertain, the client must hear that the stream could not be read.
+	h.journal.Attempts[0].Failure = "uncertain"
+	requireRule(t, h, rClass)
+	h.req.seen.raw = []byte(`{"error":{"message":"replica sim-1 sent a stream the gateway cannot forward","type":"upstream_error","param":null,"code":"upstream_protocol_error"}}`)
+	if got := rules(h); len(got) > 0 {
+		t.Errorf("an uncertain malformed stream answered upstream_protocol_error was reported: %q", got)
+	}
+}
+
 func TestCheckerReportsChunksCountedAsTokens(t *testing.T) {
 	h := cleanHistory(1)
 	// Two chunks of two tokens each: a count of chunks says 2.
@@ -205,6 +224,14 @@ func TestCheckerReportsAStalledClientsRequestNotCancelled(t *testing.T) {
 	h.records[0].Outcome = sim.OutcomeCancelled
 	if got := rules(h); len(got) > 0 {
 		t.Errorf("a stalled client's request cancelled for client_stalled was reported: %q", got)
+	}
+	// Declared stalled 100ms after the client stopped reading, with a 600ms write timeout.
+	h.writeTimeout = 600 * time.Millisecond
+	h.req.seen.stoppedAt = h.journal.Attempts[0].EndedAt.Add(-100 * time.Millisecond)
+	requireRule(t, h, rStall)
+	h.req.seen.stoppedAt = h.journal.Attempts[0].EndedAt.Add(-700 * time.Millisecond)
+	if got := rules(h); len(got) > 0 {
+		t.Errorf("a stall declared 700ms after the client stopped was reported: %q", got)
 	}
 	h.req.seen.stallEnded = false
 	requireRule(t, h, rStall)

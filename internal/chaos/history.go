@@ -32,6 +32,7 @@ type seen struct {
 	// whether the gateway ended the request while the client held its connection open
 	// without reading, and stallPhase what the journal said when the client gave up.
 	stalled    bool
+	stoppedAt  time.Time
 	stallEnded bool
 	stallPhase string
 	stallErr   error
@@ -182,7 +183,7 @@ func (cl *clients) stall(ctx context.Context, r *request, resp *http.Response, s
 		}
 		return
 	}
-	s.stalled = true
+	s.stalled, s.stoppedAt = true, time.Now()
 	if s.status != http.StatusOK {
 		return
 	}

@@ -136,6 +136,7 @@ const (
 	rDurable        = "durable"         // a keyed retry after the end found the request still running
 	rRerunOnRetry   = "rerun-on-retry"  // a keyed retry ran the request again
 	rToolID         = "tool-id"         // a tool call id not derived from the request id
+	rClass          = "class"           // a failure classified against the evidence (a silent engine called dead)
 	rRun            = "run"             // the run itself did not end cleanly
 )
 
@@ -201,10 +202,33 @@ func judgeError(h *history, fail failFunc) string {
 	if j.Outcome != "failed" || j.FirstDeltaSent || j.DeliveredOutputTokens != 0 {
 		fail(rJournal, "client got %d before any output, journal says %s (first_delta_sent %v, %d tokens)", s.status, j.Outcome, j.FirstDeltaSent, j.DeliveredOutputTokens)
 	}
+	judgeUnfencedError(h, env.Error.Code, fail)
 	if env.Error.RequestID != "" && env.Error.RequestID != s.requestID {
 		fail(rShape, "error names request %s, the response %s", env.Error.RequestID, s.requestID)
 	}
 	return "failed"
+}
+
+// judgeUnfencedError: in direct mode, a request whose last attempt failed uncertain before
+// any output is not rerun, and its client is told so: upstream_unresponsive (silence) or
+// upstream_protocol_error (a stream the gateway closed itself), or the engine's own error.
+func judgeUnfencedError(h *history, code string, fail failFunc) {
+	n := len(h.journal.Attempts)
+	if h.fenced || n == 0 || h.journal.Attempts[n-1].Failure != "uncertain" {
+		return
+	}
+	last := h.journal.Attempts[n-1]
+	want := "upstream_unresponsive"
+	switch last.EndReason {
+	case "malformed_event", "event_too_large", "held_events_too_large":
+		want = "upstream_protocol_error"
+	case "engine_error_event":
+		return // the engine's own error goes to the client
+	}
+	if code != want {
+		fail(rClass, "attempt %s ended uncertain (%s) before output and was not rerun, but the client got %q, not %q",
+			last.ID, last.EndReason, code, want)
+	}
 }
 
 // served is the replica of the last attempt: the only one whose bytes may have reached
@@ -379,6 +403,7 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		judgeUsage(h, st, fail)
 		return "interrupted", st
 	case st.errEvent != nil:
+		judgeUnfencedError(h, st.errEvent.Code, fail)
 		if st.output() || st.errEvent.PartialOutput == nil || *st.errEvent.PartialOutput {
 			fail(rShape, "error event %q after %d tokens of output", st.errEvent.Code, delivered)
 		}
@@ -422,6 +447,10 @@ func judgeUsage(h *history, st *stream, fail failFunc) {
 var proofOfEnd = map[string]bool{sim.OutcomeError: true, sim.OutcomeRejected: true, sim.OutcomeReset: true,
 	sim.OutcomeCrashed: true, sim.OutcomeDropped: true}
 
+// silentOutcome are the engine outcomes of a request that stopped answering without
+// ending: a hang, or a malformed or oversized event followed by silence.
+var silentOutcome = map[string]bool{sim.OutcomeHung: true, sim.OutcomeGarbage: true, sim.OutcomeOversize: true}
+
 // judgeAttempts checks the journal's attempts against the engines' records: every engine
 // request is an attempt the journal knows, ran once, ended; no two ran at once; and in
 // direct mode nothing ran again after an attempt that might still have been decoding.
@@ -438,8 +467,20 @@ func judgeAttempts(h *history, fail failFunc) {
 				a.ID, a.Replica, a.EndReason, j.Attempts[i+1].Replica)
 		}
 	}
+	byID := map[string]journalAttempt{}
+	for _, a := range j.Attempts {
+		byID[a.ID] = a
+	}
 	seenAttempt := map[string]bool{}
 	for i, rec := range h.records {
+		// An engine that went silent, or wrote what the gateway cannot read and then
+		// stayed silent, never proved it stopped: the gateway closed the stream itself. (In
+		// fenced mode the agent reads the engine and may close the stream after ending the
+		// engine request, which is proof.)
+		if a, ok := byID[rec.AttemptID]; ok && !h.fenced && silentOutcome[rec.Outcome] && a.Failure != "" && a.Failure != "uncertain" {
+			fail(rClass, "attempt %s ended %s (%s), but its engine request was %q and never ended on its own: uncertain",
+				a.ID, a.Failure, a.EndReason, rec.Outcome)
+		}
 		if rec.Outcome == "" {
 			fail(rZombie, "attempt %s is still running on the engine after the request ended", rec.AttemptID)
 		}
@@ -516,6 +557,13 @@ func judgeClient(h *history, st *stream, fail failFunc) {
 		}
 		if lastRec != nil && lastRec.Outcome != sim.OutcomeCancelled && lastRec.Outcome != sim.OutcomeCrashed {
 			fail(rStall, "the engine request of a stalled client ended %q, not cancelled", lastRec.Outcome)
+		}
+		// The gateway's writes went on into the buffers after the client stopped reading,
+		// so its last accepted byte came later still: a stall is never declared sooner than
+		// the write timeout after the client stopped.
+		if last != nil && h.writeTimeout > 0 && last.EndReason == "client_stalled" && last.EndedAt.Sub(s.stoppedAt) < h.writeTimeout*9/10 {
+			fail(rStall, "the client was declared stalled %s after it stopped reading, sooner than client_write_timeout (%s)",
+				last.EndedAt.Sub(s.stoppedAt).Round(time.Millisecond), h.writeTimeout)
 		}
 	case s.left:
 		switch j.Outcome {
