@@ -39,6 +39,8 @@ type Summary struct {
 	// member. Should "usage" be repeated, they mark the last one, the one a
 	// JSON decoder keeps; StripUsage removes them all.
 	UsageStart, UsageEnd int
+	// Sequence is a Responses event's sequence_number, or -1.
+	Sequence int64
 	// Choice is the index of the chunk's only choice (as for Finished), or -1
 	// when "choices" is absent or holds no choice or several. Engines that
 	// report usage in every chunk send one choice per chunk, and the usage is
@@ -59,10 +61,10 @@ const maxCount = min(1<<53, math.MaxInt)
 // object ([DONE] included) has no choices and no usage either.
 func Summarize(data []byte) Summary {
 	if string(data) == "[DONE]" {
-		return Summary{Class: Done, CompletionTokens: -1, Choice: -1}
+		return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	}
 	s := scanner{data: data}
-	sum := Summary{CompletionTokens: -1, Choice: -1}
+	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
 	if s.peek() == '{' {
 		s.pos++
 		s.topObject(&sum)
@@ -71,7 +73,7 @@ func Summarize(data []byte) Summary {
 		s.skip(0)
 	}
 	if s.bad || s.skipSpace() {
-		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1}
+		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	}
 	if sum.Class&Error != 0 {
 		sum.Class &^= NullError // an error it is; nothing to strip

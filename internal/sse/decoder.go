@@ -27,6 +27,9 @@ var ErrEventTooLarge = errors.New("sse: event larger than 4 MiB")
 // that every SSE parser already treats as one line end. Only then does Raw
 // differ from the bytes received, by that one LF.
 type Decoder struct {
+	// Protocol says how each event's data is summarized (the zero value: Completions).
+	Protocol Protocol
+
 	buf   []byte // received bytes; buf[start:] is not yet returned by Next
 	start int    // first byte of the event being assembled
 	pos   int    // next byte to scan for a line end; start <= pos <= len(buf)
@@ -103,7 +106,7 @@ func (d *Decoder) Err() error { return d.err }
 
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
-	*d = Decoder{buf: d.buf[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
+	*d = Decoder{Protocol: d.Protocol, buf: d.buf[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
 }
 
 func (d *Decoder) maxSize() int {
@@ -197,7 +200,7 @@ func indexLineEnd(b []byte) int {
 // An event with no data field but an "error" field (older llama.cpp servers)
 // gets that field's value as Data and is classed Error.
 func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
-	ev := Event{Raw: raw, CompletionTokens: -1, Choice: -1}
+	ev := Event{Raw: raw, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	rest := raw
 	dataLines := 0
 	comments := 0
@@ -257,7 +260,7 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		ev.setSummary(Summarize(ev.Data))
+		ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
 	case errorValue != nil:
 		ev.Data = errorValue
 		ev.setSummary(Summarize(errorValue))

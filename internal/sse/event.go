@@ -30,6 +30,8 @@ type Event struct {
 	UsageStart, UsageEnd int
 	// Choice is the Summary's: the index of the only choice, or -1.
 	Choice int
+	// Sequence is the Summary's: a Responses event's sequence_number, or -1.
+	Sequence int64
 }
 
 // setSummary copies a Summary of the event's data into it. The fields are
@@ -43,6 +45,7 @@ func (e *Event) setSummary(s Summary) {
 	e.CompletionTokens = s.CompletionTokens
 	e.UsageStart, e.UsageEnd = s.UsageStart, s.UsageEnd
 	e.Choice = s.Choice
+	e.Sequence = s.Sequence
 }
 
 // Class is a bit set describing what an event carries.

@@ -509,7 +509,10 @@ func scale10(v, n int64) int64 {
 // that fits, resolving escapes, so it can be compared with the names we look
 // for. It returns "" (matching none of them) otherwise. buf lives on the
 // caller's stack, so nothing is allocated.
-func keyName(raw []byte, buf *[24]byte) []byte {
+func keyName(raw []byte, buf *[24]byte) []byte { return decodeASCII(raw, buf[:]) }
+
+// decodeASCII is keyName into a buffer of any size.
+func decodeASCII(raw []byte, buf []byte) []byte {
 	n := 0
 	for i := 0; i < len(raw); {
 		c := raw[i]
