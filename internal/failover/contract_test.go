@@ -202,3 +202,15 @@ func TestClientStalled(t *testing.T) {
 		t.Fatalf("outcome %v attempt %+v", s.m.Outcome(), s.m.Attempts()[0])
 	}
 }
+
+// An end that is also the finish (the Responses API's response.completed) completes the
+// stream in one event; it crosses the boundary when nothing was delivered before.
+func TestFinishAndDoneInOneEvent(t *testing.T) {
+	s := started(t, streamCfg(), false)
+	s.step(chunk(1, roleOnly))
+	expectKinds(t, s.step(Event{Kind: EvChunk, Attempt: 1, Chunk: sse.Finish | sse.Done, Finished: 1}),
+		"headers mark-first-delta(1) write-held(1) write(1) end(1) finish")
+	if s.m.Outcome() != Completed {
+		t.Fatalf("outcome %v", s.m.Outcome())
+	}
+}

@@ -23,6 +23,10 @@ func (m *Machine) chunk(ev Event, now time.Time) {
 		m.fail(ev.Attempt, Uncertain, "malformed_event", nil, now, false)
 		return
 	case c&sseDone != 0:
+		if c&sseFinish != 0 {
+			// The end that is also the finish (the Responses API's response.completed).
+			m.noteFinished(ev)
+		}
 		if !m.AllFinished() {
 			// The engine ended the stream before every choice finished: a cut answer.
 			m.fail(ev.Attempt, Dead, "done_before_finish", nil, now, false)
