@@ -50,7 +50,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.Usage = func() {
 		fmt.Fprintln(out, "Usage: fencegate sim [flags]")
 		fs.PrintDefaults()
-		fmt.Fprint(out, "\n"+faultHelp)
+		fmt.Fprint(out, "\n"+endpointHelp+"\n"+faultHelp)
 	}
 	var cfg Config
 	var fingerprint string
@@ -68,6 +68,9 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&cfg.ToolCallIDStyle, "tool-call-id-style", ToolCallIDsVLLM, `tool call ids: "vllm" (chatcmpl-tool-<32 hex>) or "mistral" (9 letters and digits)`)
 	fs.BoolVar(&cfg.LegacyErrors, "legacy-errors", false, "send older vLLM flat error bodies")
 	fs.BoolVar(&cfg.DoneAfterStreamError, "done-after-stream-error", false, "send data: [DONE] after a mid-stream error event, as vLLM does")
+	fs.StringVar(&cfg.Task, "task", TaskGenerate, `what the model does: "generate" (chat, completions, messages, responses) or "embed" (embeddings)`)
+	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", defaultEmbeddingDim, "length of an embed model's vectors")
+	fs.BoolVar(&cfg.EnableResponsesStore, "enable-responses-store", false, "keep Responses API responses, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1")
 	fs.StringVar(&fingerprint, "fingerprint", "", "comma-separated key=value labels overriding the default fingerprint")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -87,6 +90,26 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	}
 	return cfg, nil
 }
+
+// endpointHelp lists the endpoints, for `fencegate sim -h`.
+const endpointHelp = `Endpoints (vLLM's wire shapes):
+  --task generate:
+    POST /v1/chat/completions          OpenAI chat completions (stream, n, tools)
+    POST /v1/completions               OpenAI text completions (prompt arrays, n)
+    POST /v1/messages                  Anthropic Messages as vLLM converts it from chat: id chatcmpl-…,
+                                       stream events message_start, content_block_start/delta/stop,
+                                       message_delta, message_stop (no ping); errors {"type":"error",…}
+    POST /v1/messages/count_tokens     the rendered prompt's token count
+    POST /v1/responses                 OpenAI Responses: id resp_…, stream events response.created …
+                                       response.completed; mid-stream errors cut the connection
+    GET  /v1/responses/{id}            a stored response (--enable-responses-store), else 404
+    POST /v1/responses/{id}/cancel     404, or 400 for a stored (synchronous) response
+  --task embed:
+    POST /v1/embeddings                vectors per input, encoding_format float or base64
+  Always: GET /v1/models, GET /health, POST /tokenize, GET /metrics,
+          POST /sim/faults, GET /sim/requests (the records).
+  The other task's endpoints answer 404 {"detail":"Not Found"}, as vLLM registers only its model's routes.
+`
 
 // defaultCLIDecodePerToken paces a replica run by hand so that a person
 // watching sees the text stream; in-process replicas default to no delay.

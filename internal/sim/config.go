@@ -37,6 +37,23 @@ type Config struct {
 
 	RestartAfter time.Duration // after a crash, listen again after this long; 0 = stay down until Restart()
 
+	// Task is what the served model does, as vLLM decides from the model
+	// and its --runner/--convert options: TaskGenerate ("generate", the
+	// default) serves chat, completions, Messages and Responses; TaskEmbed
+	// ("embed") serves /v1/embeddings. vLLM registers only the routes of
+	// the tasks a model supports, so the other family answers 404.
+	Task string
+
+	// EmbeddingDim is the length of an embed replica's vectors; default 384.
+	EmbeddingDim int
+
+	// EnableResponsesStore is vLLM's VLLM_ENABLE_RESPONSES_API_STORE=1:
+	// the Responses API keeps responses (store, the request's default) so
+	// that previous_response_id and GET /v1/responses/{id} find them. Off,
+	// as in vLLM by default, store is ignored and both answer 404. The
+	// store lives in the replica's process: a crash empties it.
+	EnableResponsesStore bool
+
 	// Fingerprint holds labels exposed in vllm:cache_config_info and in the
 	// /v1/models card. Keys given here override the defaults (see
 	// defaultFingerprint); keys must be valid Prometheus label names.
@@ -117,6 +134,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ToolCallIDStyle == "" {
 		c.ToolCallIDStyle = ToolCallIDsVLLM
 	}
+	if c.Task == "" {
+		c.Task = TaskGenerate
+	}
+	if c.EmbeddingDim == 0 {
+		c.EmbeddingDim = defaultEmbeddingDim
+	}
 	switch {
 	case c.PrefillPerToken < 0:
 		return c, fmt.Errorf("sim: Config.PrefillPerToken is negative (%v)", c.PrefillPerToken)
@@ -136,6 +159,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: Config.MaxModelLen is negative (%d)", c.MaxModelLen)
 	case c.StreamInterval < 0:
 		return c, fmt.Errorf("sim: Config.StreamInterval is negative (%d)", c.StreamInterval)
+	case c.Task != TaskGenerate && c.Task != TaskEmbed:
+		return c, fmt.Errorf("sim: Config.Task %q is neither %q nor %q", c.Task, TaskGenerate, TaskEmbed)
+	case c.EmbeddingDim < 0:
+		return c, fmt.Errorf("sim: Config.EmbeddingDim is negative (%d)", c.EmbeddingDim)
 	}
 	fp := defaultFingerprint()
 	maps.Copy(fp, c.Fingerprint)

@@ -1,6 +1,8 @@
 // Package sim is a simulated OpenAI-compatible inference engine that speaks
 // vLLM's wire format: chat and text completions (stream and non-stream, n
-// choices, prompt arrays, forced tool calls), /v1/models, /health, /tokenize
+// choices, prompt arrays, forced tool calls), the Anthropic Messages API and
+// the OpenAI Responses API as vLLM converts them from chat, embeddings for a
+// replica started as an embedding model, /v1/models, /health, /tokenize
 // and vLLM-named Prometheus metrics, with a FIFO admission queue, a
 // chained-hash prefix cache and deterministic output text. It owns fault injection at every point of the token cycle (accept,
 // prefill, token computed, token sent): crashes, resets, hangs, errors in

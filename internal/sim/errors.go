@@ -12,6 +12,20 @@ type apiError struct {
 	status  int
 	message string
 	param   string // the offending request field; "" is written as null
+	typ     string // the error type when it is not errorType(status)
+
+	// plain marks an error vLLM's app-wide exception handlers answer
+	// (request validation), which have the OpenAI shape on every
+	// endpoint, the Anthropic Messages endpoint included.
+	plain bool
+}
+
+// errType is the error's type as vLLM names it.
+func (e apiError) errType() string {
+	if e.typ != "" {
+		return e.typ
+	}
+	return errorType(e.status)
 }
 
 // errorType names an HTTP status the way vLLM's error bodies do.
@@ -58,9 +72,9 @@ func (s *Server) errorJSON(e apiError) []byte {
 	}
 	var v any = struct {
 		Error errorInfo `json:"error"`
-	}{errorInfo{Message: e.message, Type: errorType(e.status), Param: param, Code: e.status}}
+	}{errorInfo{Message: e.message, Type: e.errType(), Param: param, Code: e.status}}
 	if s.cfg.LegacyErrors {
-		v = legacyError{Object: "error", Message: e.message, Type: errorType(e.status), Param: param, Code: e.status}
+		v = legacyError{Object: "error", Message: e.message, Type: e.errType(), Param: param, Code: e.status}
 	}
 	body, _ := json.Marshal(v) // plain strings and ints cannot fail to encode
 	return body

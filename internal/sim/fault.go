@@ -38,6 +38,17 @@ POINT:
   prefill        admitted, stream headers sent, prefill starting
   computed:K     output token K (0-based, counted over all choices) computed, not yet written
   sent:K         the chunk carrying output token K written and flushed
+Each endpoint writes what it writes in its own shape, as vLLM does:
+  chat, completions  as above
+  /v1/messages       before the stream, errors as {"type":"error","error":{"type":…,"message":…}}
+                     (request validation errors keep the OpenAI shape); after stream headers,
+                     status:N, error and error:nodone send one "event: error" (internal_error:
+                     vLLM's converter fails on the chat error event) and end the stream without
+                     message_stop; garbage/oversize a content_block_delta
+  /v1/responses      errors in the OpenAI shape before the stream; after stream headers status:N,
+                     error and error:nodone close the connection inside the chunked body (vLLM
+                     has no error event there); garbage/oversize a response.output_text.delta
+  /v1/embeddings     never streams; computed:K and sent:K never fire (no output tokens)
 `
 
 // faultAction is what a fault does when its point is reached.

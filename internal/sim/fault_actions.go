@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -101,26 +100,25 @@ func (g *generation) silence(outcome string) {
 	g.s.book.end(g.rec, outcome)
 }
 
-// failAt fails the request with e: an HTTP error before the headers, an
-// SSE error event after them, followed by data: [DONE] when done is set.
-// Both the status fault and vLLM's own engine error come through here.
+// failAt fails the request with e: an HTTP error before the headers, the
+// endpoint's mid-stream error after them (for chat and completions an SSE
+// error event, followed by data: [DONE] when done is set). Both the status
+// fault and vLLM's own engine error come through here.
 func (g *generation) failAt(e apiError, done bool) {
 	g.s.book.end(g.rec, OutcomeError)
 	if !g.headersSent {
-		g.s.writeError(g.w, e)
+		g.writeError(e)
 		return
 	}
-	body := streamErrorJSON(e) // vLLM's json.dumps rendering of the event
-	if g.s.cfg.LegacyErrors {
-		body = g.s.errorJSON(e)
-	}
-	g.enc.reset()
-	g.enc.errorEvent(body)
-	if done {
-		g.enc.done()
-	}
-	_, _ = g.w.Write(g.enc.bytes()) // the stream ends here whether or not the client got it
+	g.out.reset()
+	cut := g.out.failure(e, done)
+	_, _ = g.w.Write(g.out.bytes()) // the stream ends here whether or not the client got it
 	_ = g.rc.Flush()
+	if cut {
+		// The endpoint's server raised out of its body generator: the
+		// connection closes without the chunked body's terminator.
+		_ = g.hijack().Close()
+	}
 }
 
 // startReply sends a 200 and its headers if none were sent yet, for faults
@@ -139,67 +137,26 @@ func (g *generation) startReply() {
 	g.headersSent = true
 }
 
-// garbage writes the first part of a chunk, cut off in the middle of its
-// JSON, then stays silent.
+// garbage writes the first part of an event (or whole reply), cut off in
+// the middle of its JSON, then stays silent.
 func (g *generation) garbage() {
 	g.startReply()
-	var b []byte
 	if g.spec.stream {
-		b = append(b, g.enc.head...)
-		b = append(b, `,"choices":[{"index":0,"`...)
-		b = append(b, g.textKey()...)
-		b = append(b, "\n\n"...)
-	} else {
-		b = fmt.Appendf(nil, `{"id":%q,"object":"%s","created":%d,"model":%q,"choices":[{"index":0,"`, g.id, g.wholeObject(), g.created, g.s.cfg.Model)
-		b = append(b, g.textKey()...)
+		g.writeBroken(g.out.garbage(), OutcomeGarbage)
+		return
 	}
-	g.writeBroken(b, OutcomeGarbage)
+	g.writeBroken(g.format.garbageWhole(g), OutcomeGarbage)
 }
 
-// oversize writes one complete, valid chunk (or whole reply) whose text is
+// oversize writes one complete, valid event (or whole reply) whose text is
 // oversizeBytes long, then stays silent.
 func (g *generation) oversize() {
 	g.startReply()
-	var b []byte
 	if g.spec.stream {
-		b = append(b, g.enc.head...)
-		b = append(b, `,"choices":[{"index":0,"`...)
-	} else {
-		b = fmt.Appendf(b, `{"id":%q,"object":"%s","created":%d,"model":%q,"choices":[{"index":0,"`, g.id, g.wholeObject(), g.created, g.s.cfg.Model)
+		g.writeBroken(g.out.oversize(), OutcomeOversize)
+		return
 	}
-	b = append(b, g.textKey()...)
-	b = append(b, bytes.Repeat([]byte("x"), oversizeBytes)...)
-	switch {
-	case g.spec.stream && g.spec.endpoint == endpointChat:
-		b = append(b, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-	case g.spec.stream:
-		b = append(b, `","logprobs":null,"finish_reason":null,"stop_reason":null}]}`+"\n\n"...)
-	case g.spec.endpoint == endpointChat:
-		b = append(b, `"},"logprobs":null,"finish_reason":"length","stop_reason":null}]}`...)
-	default:
-		b = append(b, `","logprobs":null,"finish_reason":"length","stop_reason":null}]}`...)
-	}
-	g.writeBroken(b, OutcomeOversize)
-}
-
-// textKey opens the string that carries a choice's text, up to its quote.
-func (g *generation) textKey() string {
-	switch {
-	case g.spec.endpoint != endpointChat:
-		return `text":"`
-	case g.spec.stream:
-		return `delta":{"content":"`
-	default:
-		return `message":{"role":"assistant","content":"`
-	}
-}
-
-// wholeObject is the object name of a non-stream reply.
-func (g *generation) wholeObject() string {
-	if g.spec.endpoint == endpointChat {
-		return "chat.completion"
-	}
-	return "text_completion"
+	g.writeBroken(g.format.oversizeWhole(g), OutcomeOversize)
 }
 
 // writeBroken writes b and then stays silent; the record ends with outcome

@@ -117,6 +117,16 @@ func encodeJSON(t *testing.T, v any) string {
 // not, non-null vLLM keys the sim lacks, JSON types that differ, array
 // lengths, and choice indexes and finish reasons that differ.
 func shapeDiff(path string, sim, vllm any) []string {
+	return shapeDiffValues(path, sim, vllm, choiceValueKeys)
+}
+
+// choiceValueKeys are the keys whose values, not only types, a chat or
+// completion chunk must share with vLLM's.
+var choiceValueKeys = map[string]bool{"index": true, "finish_reason": true}
+
+// shapeDiffValues is shapeDiff with the keys whose values must be equal
+// given by valueKeys.
+func shapeDiffValues(path string, sim, vllm any, valueKeys map[string]bool) []string {
 	switch v := vllm.(type) {
 	case map[string]any:
 		s, ok := sim.(map[string]any)
@@ -137,13 +147,13 @@ func shapeDiff(path string, sim, vllm any) []string {
 				}
 				continue
 			}
-			if k == "index" || k == "finish_reason" {
+			if valueKeys[k] {
 				if !reflect.DeepEqual(sv, v[k]) {
 					diffs = append(diffs, fmt.Sprintf("%s.%s: sim %v, vLLM %v", path, k, sv, v[k]))
 				}
 				continue
 			}
-			diffs = append(diffs, shapeDiff(path+"."+k, sv, v[k])...)
+			diffs = append(diffs, shapeDiffValues(path+"."+k, sv, v[k], valueKeys)...)
 		}
 		return diffs
 	case []any:
@@ -156,7 +166,7 @@ func shapeDiff(path string, sim, vllm any) []string {
 		}
 		var diffs []string
 		for i := range v {
-			diffs = append(diffs, shapeDiff(fmt.Sprintf("%s[%d]", path, i), s[i], v[i])...)
+			diffs = append(diffs, shapeDiffValues(fmt.Sprintf("%s[%d]", path, i), s[i], v[i], valueKeys)...)
 		}
 		return diffs
 	default:

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,7 +23,8 @@ type generation struct {
 	spec    generationSpec
 	plan    faultPlan
 
-	enc         *streamEncoder // set once stream headers are sent
+	format      replyFormat // the endpoint's wire format
+	out         streamWire  // set once stream headers are sent
 	headersSent bool
 	rolesSent   bool        // a chat stream's role chunks are out
 	slow        float64     // decode time multiplier from slow faults
@@ -32,29 +32,46 @@ type generation struct {
 	kvBlocks    int         // KV blocks this request holds in the scheduler's count
 	seqs        []*sequence // in choice order
 	computed    int         // output tokens computed, all sequences together
+	cached      int         // prompt tokens found in the prefix cache
 	sent        int         // output tokens written and flushed, all sequences together
 	textBuf     []byte      // scratch for one chunk's text
 }
 
-// serveGeneration handles POST /v1/chat/completions and /v1/completions.
+// serveGeneration handles POST /v1/chat/completions, /v1/completions,
+// /v1/messages, /v1/responses and /v1/embeddings.
 func (s *Server) serveGeneration(endpoint string) http.HandlerFunc {
+	// vLLM's request ids: the Messages endpoint is chat underneath and
+	// answers with the chat completion's id; a response's id is
+	// ResponsesRequest.request_id, "resp_" and a uuid4 in hex.
 	idPrefix := "cmpl-"
-	if endpoint == endpointChat {
+	switch endpoint {
+	case endpointChat, endpointMessages:
 		idPrefix = "chatcmpl-"
+	case endpointResponses:
+		idPrefix = "resp_"
+	case endpointEmbeddings:
+		idPrefix = "embd-"
 	}
+	format := formatFor(endpoint)
 	return func(w http.ResponseWriter, r *http.Request) {
 		g := &generation{
 			s:       s,
 			w:       w,
 			rc:      http.NewResponseController(w),
 			ctx:     r.Context(),
-			id:      fmt.Sprintf("%s%016x%016x", idPrefix, rand.Uint64(), rand.Uint64()),
+			id:      idPrefix + randomHex(),
 			created: time.Now().Unix(),
 			slow:    1,
+			format:  format,
+			spec:    generationSpec{endpoint: endpoint, n: 1},
 		}
 		g.run(endpoint, r)
 	}
 }
+
+// randomHex is 32 random hex digits, the length of the uuid4 hex vLLM puts
+// in its ids.
+func randomHex() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
 // run is the whole life of the request.
 func (g *generation) run(endpoint string, r *http.Request) {
@@ -86,7 +103,7 @@ func (g *generation) run(endpoint string, r *http.Request) {
 		return
 	}
 	g.plan = plan
-	spec, invalid := s.parseGeneration(endpoint, body)
+	spec, invalid := s.parseRequest(endpoint, body)
 	g.spec = spec
 	s.book.update(g.rec, func(r *Record) {
 		r.Fault = plan.String()
@@ -101,6 +118,10 @@ func (g *generation) run(endpoint string, r *http.Request) {
 		g.fail(*invalid)
 		return
 	}
+	if endpoint == endpointEmbeddings {
+		g.embed()
+		return
+	}
 	g.generate()
 }
 
@@ -110,7 +131,7 @@ func (g *generation) generate() {
 	t, err := s.sched.enqueueSlots(g.spec.sequences())
 	if err != nil {
 		s.book.end(g.rec, OutcomeRejected)
-		s.writeError(g.w, apiError{
+		g.writeError(apiError{
 			status:  http.StatusTooManyRequests,
 			message: fmt.Sprintf("The waiting queue is full (%d requests waiting); try again later.", s.cfg.MaxWaiting),
 		})
@@ -140,9 +161,15 @@ func (g *generation) sendHeaders() {
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	g.w.WriteHeader(http.StatusOK)
-	_ = g.rc.Flush() // a client already gone is noticed by the next wait or write
 	g.headersSent = true
-	g.enc = newStreamEncoder(g.spec.endpoint, g.id, g.created, g.s.cfg.Model, g.spec.continuousUsage)
+	g.out = g.format.stream(g)
+	// Whatever the endpoint sends before the engine's first output goes
+	// out with the headers (the Responses API's created and in_progress
+	// events).
+	g.out.preamble()
+	_, _ = g.w.Write(g.out.bytes())
+	g.out.reset()
+	_ = g.rc.Flush() // a client already gone is noticed by the next wait or write
 }
 
 // prefill looks each sequence's prompt up in the prefix cache and spends
@@ -161,6 +188,7 @@ func (g *generation) prefill() bool {
 		s.metrics.prefixHits.Add(float64(cached))
 		s.metrics.promptTokens.Add(float64(len(ids)))
 		cachedTotal += cached
+		g.cached = cachedTotal
 		s.book.update(g.rec, func(r *Record) { r.CachedTokens = cachedTotal })
 		if !g.pause(time.Duration(len(ids)-cached) * s.cfg.PrefillPerToken) {
 			return false
@@ -220,7 +248,7 @@ func (g *generation) step(q *sequence, i int) bool {
 		return false
 	}
 	if last {
-		g.enc.finish(q.choice, q.finishReason(&g.spec), q.usage())
+		g.out.finish(q)
 		return g.write()
 	}
 	return true
@@ -233,21 +261,17 @@ func (g *generation) flush(q *sequence) bool {
 	s := g.s
 	if !g.rolesSent {
 		// vLLM sends the roles once the first token exists.
-		for _, r := range g.seqs {
-			// vLLM's role chunks report no completion tokens, even for the
-			// choice whose first token is about to follow.
-			g.enc.role(r.choice, chunkUsage{prompt: len(r.prompt.ids)})
-		}
+		g.out.open(g.seqs)
 		g.rolesSent = true
 	}
 	g.textBuf = q.unwrittenText(g.textBuf[:0])
 	switch {
 	case q.call == nil:
-		g.enc.text(q.choice, g.textBuf, q.usage())
+		g.out.text(q, g.textBuf)
 	case q.written == 0:
-		g.enc.toolStart(q.choice, q.call, g.textBuf, q.usage())
+		g.out.toolStart(q, g.textBuf)
 	default:
-		g.enc.toolArgs(q.choice, q.call, g.textBuf, g.spec.tools.mode == toolsRequired, q.usage())
+		g.out.toolArgs(q, g.textBuf)
 	}
 	if !g.write() {
 		return false
@@ -265,30 +289,33 @@ func (g *generation) flush(q *sequence) bool {
 	return true
 }
 
-// complete sends the end of the reply and ends the record as finished.
+// complete sends the end of the reply and ends the record as finished (or
+// as an error, when the endpoint's server fails a reply the engine
+// finished).
 func (g *generation) complete() {
 	s := g.s
+	outcome := OutcomeFinished
 	if g.spec.stream {
-		if g.spec.includeUsage {
-			g.enc.usage(g.spec.promptTokens(), g.computed)
-		}
-		g.enc.done()
+		g.out.close(g.computed)
 		if !g.write() {
 			return
 		}
 	} else {
-		body, err := json.Marshal(completionBody(&g.spec, g.id, g.created, s.cfg.Model, g.seqs))
-		if err != nil {
-			g.fail(apiError{status: http.StatusInternalServerError, message: "encoding the reply: " + err.Error()})
-			return
+		status, body := g.format.whole(g)
+		if status != http.StatusOK {
+			outcome = OutcomeError
+			s.book.end(g.rec, OutcomeError) // before the client can see the reply
 		}
 		g.w.Header().Set("Content-Type", "application/json")
+		g.w.WriteHeader(status)
 		if _, err := g.w.Write(body); err != nil {
 			g.endByContext()
 			return
 		}
-		g.sent = g.computed
-		s.book.setSent(g.rec, g.sent)
+		if status == http.StatusOK {
+			g.sent = g.computed
+			s.book.setSent(g.rec, g.sent)
+		}
 	}
 	s.metrics.generationTokens.Add(float64(g.computed))
 	for _, q := range g.seqs {
@@ -297,13 +324,13 @@ func (g *generation) complete() {
 		// whose prompt repeats this one and the answer, hits them.
 		s.cache.insert(q.cacheIDs())
 	}
-	s.book.end(g.rec, OutcomeFinished)
+	s.book.end(g.rec, outcome)
 }
 
 // write sends the encoder's pending events, flushes them and empties the
 // encoder's buffer.
 func (g *generation) write() bool {
-	if _, err := g.w.Write(g.enc.bytes()); err != nil {
+	if _, err := g.w.Write(g.out.bytes()); err != nil {
 		g.endByContext()
 		return false
 	}
@@ -311,7 +338,7 @@ func (g *generation) write() bool {
 		g.endByContext()
 		return false
 	}
-	g.enc.reset()
+	g.out.reset()
 	return true
 }
 
@@ -394,5 +421,12 @@ func (g *generation) endByContext() {
 // fail answers with an error reply and ends the record as "error".
 func (g *generation) fail(e apiError) {
 	g.s.book.end(g.rec, OutcomeError)
-	g.s.writeError(g.w, e)
+	g.writeError(e)
+}
+
+// writeError sends e as a complete HTTP error reply in the endpoint's shape.
+func (g *generation) writeError(e apiError) {
+	g.w.Header().Set("Content-Type", "application/json")
+	g.w.WriteHeader(e.status)
+	_, _ = g.w.Write(g.format.errorBody(g.s, e)) // a client that left cannot be told anything
 }

@@ -16,7 +16,7 @@ func streamErrorJSON(e apiError) []byte {
 	b := []byte(`{"error": {"message": `)
 	b = appendPyString(b, e.message)
 	b = append(b, `, "type": `...)
-	b = appendPyString(b, errorType(e.status))
+	b = appendPyString(b, e.errType())
 	b = append(b, `, "param": `...)
 	if e.param == "" {
 		b = append(b, "null"...)

@@ -13,13 +13,13 @@ import (
 // its token counts are totals over all choices, counted in the order the
 // tokens were computed and written, and Choices says how many there are.
 type Record struct {
-	ID             string    `json:"id"`         // engine request id, "chatcmpl-<hex>" or "cmpl-<hex>"
+	ID             string    `json:"id"`         // the reply's id: "chatcmpl-<hex>" (chat, messages), "cmpl-<hex>", "resp_<hex>" or "embd-<hex>"
 	AttemptID      string    `json:"attempt_id"` // request header X-Fencegate-Attempt
 	RequestID      string    `json:"request_id"` // request header X-Request-Id
-	Endpoint       string    `json:"endpoint"`   // "chat" or "completions"
+	Endpoint       string    `json:"endpoint"`   // "chat", "completions", "messages", "responses" or "embeddings"
 	Stream         bool      `json:"stream"`
-	PromptTokens   int       `json:"prompt_tokens"`   // usage.prompt_tokens: a chat prompt once, a completion's prompts summed
-	Choices        int       `json:"choices"`         // output sequences: prompts × n (1 for a plain request)
+	PromptTokens   int       `json:"prompt_tokens"`   // usage.prompt_tokens: a chat prompt once, a completion's or embedding's prompts summed
+	Choices        int       `json:"choices"`         // output sequences: prompts × n (1 for a plain request); an embeddings request's inputs
 	CachedTokens   int       `json:"cached_tokens"`   // prompt tokens found in the prefix cache, summed over the sequences
 	TokensComputed int       `json:"tokens_computed"` // output tokens generated so far, all choices together
 	TokensSent     int       `json:"tokens_sent"`     // output tokens written and flushed to the client, all choices together

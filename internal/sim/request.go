@@ -12,8 +12,11 @@ import (
 
 // Endpoint names, as in Record.Endpoint.
 const (
-	endpointChat        = "chat"
-	endpointCompletions = "completions"
+	endpointChat        = "chat"        // POST /v1/chat/completions
+	endpointCompletions = "completions" // POST /v1/completions
+	endpointMessages    = "messages"    // POST /v1/messages, the Anthropic Messages API
+	endpointResponses   = "responses"   // POST /v1/responses, the OpenAI Responses API
+	endpointEmbeddings  = "embeddings"  // POST /v1/embeddings
 )
 
 // maxBodyBytes bounds a request body; real prompts are far smaller.
@@ -72,7 +75,10 @@ type generationSpec struct {
 	// continuous_usage_stats only together with include_usage.
 	continuousUsage bool
 	ignoreEOS       bool
-	tools           toolChoice // chat only: whether and how the choices call a tool
+	tools           toolChoice // chat, Messages and Responses: whether and how the choices call a tool
+
+	responses *responsesRequest // the Responses API request, echoed in its response object
+	embed     embedOptions      // the embeddings request's encoding
 }
 
 // promptTokens is the usage.prompt_tokens of the request: vLLM sums the
@@ -88,6 +94,19 @@ func (s *generationSpec) promptTokens() int {
 
 // sequences is the number of output sequences, prompts × n.
 func (s *generationSpec) sequences() int { return len(s.prompts) * s.n }
+
+// parseRequest decodes and validates a request body of endpoint.
+func (s *Server) parseRequest(endpoint string, body []byte) (generationSpec, *apiError) {
+	switch endpoint {
+	case endpointMessages:
+		return s.parseMessages(body)
+	case endpointResponses:
+		return s.parseResponses(body)
+	case endpointEmbeddings:
+		return s.parseEmbeddings(body)
+	}
+	return s.parseGeneration(endpoint, body)
+}
 
 // parseGeneration decodes and validates a request body as vLLM's OpenAI
 // server does. The returned spec carries whatever was parsed (stream flag,

@@ -3,16 +3,29 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 )
 
-// routes builds the replica's HTTP surface: vLLM's OpenAI server endpoints
-// plus the /sim control endpoints.
+// routes builds the replica's HTTP surface: vLLM's API server endpoints
+// plus the /sim control endpoints. Like vLLM's build_app, it registers the
+// generation endpoints only for a model that generates and the embeddings
+// endpoint only for one that embeds; the others fall to the 404.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/chat/completions", s.serveGeneration(endpointChat))
-	mux.Handle("POST /v1/completions", s.serveGeneration(endpointCompletions))
+	switch s.cfg.Task {
+	case TaskGenerate:
+		mux.Handle("POST /v1/chat/completions", s.serveGeneration(endpointChat))
+		mux.Handle("POST /v1/completions", s.serveGeneration(endpointCompletions))
+		mux.Handle("POST /v1/messages", s.serveGeneration(endpointMessages))
+		mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
+		mux.Handle("POST /v1/responses", s.serveGeneration(endpointResponses))
+		mux.HandleFunc("GET /v1/responses/{id}", s.serveGetResponse)
+		mux.HandleFunc("POST /v1/responses/{id}/cancel", s.serveCancelResponse)
+	case TaskEmbed:
+		mux.Handle("POST /v1/embeddings", s.serveGeneration(endpointEmbeddings))
+	}
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {}) // 200, empty body, as vLLM
 	mux.HandleFunc("POST /tokenize", s.serveTokenize)
@@ -23,6 +36,11 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"}) // FastAPI's 404
 	})
 	return s.tracked(mux)
+}
+
+// readBody reads a request body, bounded by maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 }
 
 // writeJSON sends v as a JSON response with status.

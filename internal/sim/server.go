@@ -30,6 +30,7 @@ type Server struct {
 	cache      *prefixCache
 	metrics    *metrics
 	book       recordBook
+	responses  responseStore // the Responses API's stored responses
 	handler    http.Handler
 
 	faultMu   sync.Mutex
@@ -161,7 +162,8 @@ func (s *Server) Name() string { return s.cfg.Name }
 // Crash kills the whole replica at once: the listener is closed (new
 // connections are refused), every open connection is reset, in-flight
 // generations stop and their records end as "crashed", and the prefix cache
-// is emptied. With Config.RestartAfter the replica listens again after that
+// is emptied, and so is the Responses API's store, which lives in the
+// engine's process. With Config.RestartAfter the replica listens again after that
 // delay; otherwise it stays down until Restart. Crashing a replica that is
 // down does nothing.
 func (s *Server) Crash() {
@@ -174,6 +176,7 @@ func (s *Server) Crash() {
 	s.book.endAll(OutcomeCrashed)
 	s.endLifeLocked(errCrashed)
 	s.cache.reset()
+	s.responses.reset() // after the life ended, so no finishing response is kept
 	s.epoch++
 	if s.cfg.RestartAfter > 0 && !s.closed {
 		s.wg.Add(1)

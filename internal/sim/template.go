@@ -18,7 +18,12 @@ type Message struct {
 //
 // The result is the prompt the chat endpoint tokenizes, caches and hashes
 // into its output; pass it to Tokens to predict a chat reply.
-func RenderChat(messages []Message) string {
+func RenderChat(messages []Message) string { return renderChat(messages, true) }
+
+// renderChat renders messages, with the generation prompt when
+// addGenerationPrompt is set (chat requests; embedding chat requests leave
+// it off by default).
+func renderChat(messages []Message, addGenerationPrompt bool) string {
 	var b strings.Builder
 	for _, m := range messages {
 		b.WriteString("<|im_start|>")
@@ -27,6 +32,8 @@ func RenderChat(messages []Message) string {
 		b.WriteString(m.Content)
 		b.WriteString("<|im_end|>\n")
 	}
-	b.WriteString("<|im_start|>assistant\n")
+	if addGenerationPrompt {
+		b.WriteString("<|im_start|>assistant\n")
+	}
 	return b.String()
 }
