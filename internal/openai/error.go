@@ -63,22 +63,7 @@ func (e *Error) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `,"code":`...)
 	dst = appendString(dst, e.Code)
-	if e.RequestID != "" {
-		dst = append(dst, `,"request_id":`...)
-		dst = appendString(dst, e.RequestID)
-	}
-	if e.PartialOutput != nil {
-		dst = append(dst, `,"partial_output":`...)
-		dst = strconv.AppendBool(dst, *e.PartialOutput)
-	}
-	if e.DeliveredOutputTokens != nil {
-		dst = append(dst, `,"delivered_output_tokens":`...)
-		dst = strconv.AppendInt(dst, int64(*e.DeliveredOutputTokens), 10)
-	}
-	if e.Retryable != nil {
-		dst = append(dst, `,"retryable":`...)
-		dst = strconv.AppendBool(dst, *e.Retryable)
-	}
+	dst = e.AppendExtensions(dst)
 	return append(dst, "}}"...)
 }
 
@@ -146,4 +131,42 @@ func codeText(raw json.RawMessage) string {
 		return n.String()
 	}
 	return ""
+}
+
+// AppendFields appends the error's members after message — type, param, code and the
+// fencegate fields — without braces, for encoders of other APIs' error shapes that embed
+// them (see package protocol). typ replaces the error's type when not empty.
+func (e *Error) AppendFields(dst []byte, typ string) []byte {
+	if typ == "" {
+		typ = e.Type
+	}
+	dst = append(dst, `"type":`...)
+	dst = appendString(dst, typ)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, e.Message)
+	dst = append(dst, `,"code":`...)
+	dst = appendString(dst, e.Code)
+	return e.AppendExtensions(dst)
+}
+
+// AppendExtensions appends fencegate's members (each after a comma), those that are set:
+// request_id, partial_output, delivered_output_tokens, retryable.
+func (e *Error) AppendExtensions(dst []byte) []byte {
+	if e.RequestID != "" {
+		dst = append(dst, `,"request_id":`...)
+		dst = appendString(dst, e.RequestID)
+	}
+	if e.PartialOutput != nil {
+		dst = append(dst, `,"partial_output":`...)
+		dst = strconv.AppendBool(dst, *e.PartialOutput)
+	}
+	if e.DeliveredOutputTokens != nil {
+		dst = append(dst, `,"delivered_output_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(*e.DeliveredOutputTokens), 10)
+	}
+	if e.Retryable != nil {
+		dst = append(dst, `,"retryable":`...)
+		dst = strconv.AppendBool(dst, *e.Retryable)
+	}
+	return dst
 }

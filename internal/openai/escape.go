@@ -58,3 +58,6 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// AppendString appends s as a JSON string, exactly as encoding/json writes it.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }

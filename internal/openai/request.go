@@ -19,6 +19,12 @@ const (
 	Chat Endpoint = iota + 1
 	// Completions is POST /v1/completions.
 	Completions
+	// Messages is POST /v1/messages, the Anthropic Messages API.
+	Messages
+	// Responses is POST /v1/responses, the OpenAI Responses API.
+	Responses
+	// Embeddings is POST /v1/embeddings.
+	Embeddings
 )
 
 // String returns the endpoint's short name.
@@ -28,6 +34,12 @@ func (ep Endpoint) String() string {
 		return "chat"
 	case Completions:
 		return "completions"
+	case Messages:
+		return "messages"
+	case Responses:
+		return "responses"
+	case Embeddings:
+		return "embeddings"
 	}
 	return "endpoint(" + strconv.Itoa(int(ep)) + ")"
 }
@@ -39,6 +51,12 @@ func (ep Endpoint) Path() string {
 		return "/v1/chat/completions"
 	case Completions:
 		return "/v1/completions"
+	case Messages:
+		return "/v1/messages"
+	case Responses:
+		return "/v1/responses"
+	case Embeddings:
+		return "/v1/embeddings"
 	}
 	return ""
 }
@@ -59,6 +77,9 @@ type Request struct {
 	// of the answer: N times the prompts of a completions prompt array.
 	N       int
 	Choices int
+	// PreviousResponseID is a Responses request's previous_response_id: the state it
+	// continues lives on the replica that produced that response.
+	PreviousResponseID string
 	// Prompt is the input as text, for prefix affinity and cost estimates.
 	// Completions: the prompt string, or the strings of an array joined with
 	// '\n' (empty for a prompt given as token ids). Chat: one "role: content\n"
@@ -83,22 +104,26 @@ const (
 // ("messages[2].role"). Checks run in a fixed order, so a body with several
 // problems always reports the same one.
 func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
-	if ep != Chat && ep != Completions {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
-			Message: fmt.Sprintf("request parsing called for unknown %v", ep)}
-	}
 	fields, e := parseObject(body)
 	if e != nil {
 		return nil, e
 	}
+	switch ep {
+	case Messages:
+		return parseMessages(fields, body)
+	case Responses:
+		return parseResponses(fields, body)
+	case Embeddings:
+		return parseEmbeddings(fields, body)
+	case Chat, Completions:
+	default:
+		return nil, &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
+			Message: fmt.Sprintf("request parsing called for unknown %v", ep)}
+	}
 	r := &Request{Endpoint: ep, Body: body}
 
-	model, ok := fields["model"]
-	if !ok || isNull(model) || string(bytes.TrimSpace(model)) == `""` {
-		return nil, invalid("model", "missing_required_parameter", "you must provide a model parameter")
-	}
-	if err := json.Unmarshal(model, &r.Model); err != nil {
-		return nil, typeError("model", "a string", model)
+	if r.Model, e = parseModel(fields); e != nil {
+		return nil, e
 	}
 
 	prompts := 1
@@ -190,6 +215,68 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 	return r, nil
 }
 
+// parseModel reads the required "model".
+func parseModel(fields map[string]json.RawMessage) (string, *Error) {
+	model, ok := fields["model"]
+	if !ok || isNull(model) || string(bytes.TrimSpace(model)) == `""` {
+		return "", invalid("model", "missing_required_parameter", "you must provide a model parameter")
+	}
+	var m string
+	if err := json.Unmarshal(model, &m); err != nil {
+		return "", typeError("model", "a string", model)
+	}
+	return m, nil
+}
+
+// parseBool reads an optional boolean member.
+func parseBool(fields map[string]json.RawMessage, name string) (bool, *Error) {
+	raw, ok := present(fields, name)
+	if !ok {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, typeError(name, "a boolean", raw)
+	}
+	return b, nil
+}
+
+// parsePositive reads an optional positive integer member (0 when absent).
+func parsePositive(fields map[string]json.RawMessage, name string) (int, *Error) {
+	raw, ok := present(fields, name)
+	if !ok {
+		return 0, nil
+	}
+	n, isInt := integer(raw)
+	switch {
+	case !isInt:
+		return 0, typeError(name, "an integer", raw)
+	case n < 1:
+		return 0, invalid(name, "invalid_value",
+			fmt.Sprintf("Invalid '%s': expected a positive integer, but got %d instead.", name, n))
+	case n > math.MaxInt32:
+		return 0, invalid(name, "invalid_value", fmt.Sprintf("Invalid '%s': %d is too large.", name, n))
+	}
+	return int(n), nil
+}
+
+// parseTemperature checks an optional temperature between 0 and hi.
+func parseTemperature(fields map[string]json.RawMessage, hi float64) *Error {
+	raw, ok := present(fields, "temperature")
+	if !ok {
+		return nil
+	}
+	var t float64
+	if kindOf(raw) != "a number" || json.Unmarshal(raw, &t) != nil {
+		return typeError("temperature", "a number", raw)
+	}
+	if t < 0 || t > hi {
+		return invalid("temperature", "invalid_value",
+			fmt.Sprintf("Invalid 'temperature': expected a number between 0 and %g, but got %s instead.", hi, bytes.TrimSpace(raw)))
+	}
+	return nil
+}
+
 // parseObject decodes the top level of the body, telling malformed JSON
 // apart from JSON that is not an object.
 func parseObject(body []byte) (map[string]json.RawMessage, *Error) {
@@ -264,7 +351,8 @@ func writeContent(b *strings.Builder, raw json.RawMessage) {
 	}
 	first := true
 	for _, p := range parts {
-		if p.Text == nil || (p.Type != "text" && p.Type != "") {
+		// "text" (chat, Messages), "input_text" and "output_text" (Responses).
+		if p.Text == nil || (p.Type != "text" && p.Type != "" && p.Type != "input_text" && p.Type != "output_text") {
 			continue
 		}
 		if !first {
