@@ -28,7 +28,7 @@ var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
 	"Content-Length": true, "Authorization": true, "Cookie": true, "Accept-Encoding": true,
-	"Idempotency-Key": true, "X-Idempotency-Key": true, "X-Request-Id": true,
+	"Idempotency-Key": true, "X-Idempotency-Key": true, "X-Request-Id": true, "X-Api-Key": true,
 }
 
 // attempt is one try of the request on one replica. Its fields are the owner's, except
@@ -111,6 +111,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	} else {
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
+	a.dec.Protocol = rn.proto
 	body := rn.req.Body
 	if rn.wantUsage && p.usagePerChunk {
 		body, a.usage = rn.usageBody(), true

@@ -41,10 +41,14 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			// The Anthropic SDKs send their key as x-api-key.
+			tok, ok = r.Header.Get("X-Api-Key"), r.Header.Get("X-Api-Key") != ""
+		}
 		id, found := s.keys[keyDigest(strings.TrimSpace(tok))]
 		if !ok || !found {
-			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>'", RequestID: requestID(r)})
+			writeError(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')", RequestID: requestID(r)})
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/protocol"
 	"github.com/fencegate/fencegate/internal/sse"
 )
 
@@ -125,12 +126,11 @@ func (cw *clientWriter) fail(err error) {
 	cw.stalled = errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// writeError answers with e: a final SSE event when headers went out (no [DONE]),
-// otherwise an HTTP error response.
-func (cw *clientWriter) writeError(e *openai.Error, asEvent bool) {
-	body := e.AppendJSON(nil)
+// writeError answers with e in p's shape: the API's final interruption event(s) when
+// headers went out (no end event), otherwise an HTTP error response.
+func (cw *clientWriter) writeError(p sse.Protocol, e *openai.Error, asEvent bool, st protocol.Stream) {
 	if asEvent {
-		cw.write(sse.AppendData(nil, body))
+		cw.write(protocol.Interruption(p, e, st))
 		return
 	}
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
@@ -140,7 +140,9 @@ func (cw *clientWriter) writeError(e *openai.Error, asEvent bool) {
 	}
 	cw.status = e.Status
 	cw.arm()
-	openai.WriteError(cw.w, e)
+	writeAPIError(cw.w, p, e)
 	cw.dirty = true
-	cw.replay.set(body)
+	// The journal keeps the error in one shape (the OpenAI one, see run.finish); a replay
+	// renders it in the API's shape again.
+	cw.replay.set(e.AppendJSON(nil))
 }

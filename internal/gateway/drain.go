@@ -88,8 +88,8 @@ func (s *Server) isDraining() bool {
 }
 
 // refuseDraining answers a request that arrives while the gateway drains.
-func refuseDraining(w http.ResponseWriter, id string) {
+func refuseDraining(w http.ResponseWriter, r *http.Request, id string) {
 	w.Header().Set("Retry-After", "1")
-	openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
+	writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
 		Message: "this gateway is shutting down; send the request to another one", RequestID: id})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/tidwall/sjson"
 )
@@ -22,7 +23,20 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serveCompletion(w, r, openai.Completions)
 }
 
-// serveCompletion validates the request, registers it in the journal (claiming its
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, openai.Messages)
+}
+
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, openai.Responses)
+}
+
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	s.serveCompletion(w, r, openai.Embeddings)
+}
+
+// serveCompletion serves every API that runs on a replica (chat and text completions,
+// Messages, Responses, embeddings): it validates the request, registers it in the journal (claiming its
 // Idempotency-Key, if any), then owns it until its last byte (run.serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
@@ -30,23 +44,23 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			openai.WriteError(w, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			writeError(w, r, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.Limits.MaxBodyBytes), RequestID: id})
 			return
 		}
-		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
+		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
 			Message: "could not read the request body: " + err.Error(), RequestID: id})
 		return
 	}
 	req, perr := openai.ParseRequest(ep, body)
 	if perr != nil {
 		perr.RequestID = id
-		openai.WriteError(w, perr)
+		writeError(w, r, perr)
 		return
 	}
 	p := s.pools[req.Model]
 	if p == nil {
-		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
+		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", req.Model), RequestID: id})
 		return
 	}
@@ -56,7 +70,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	}
 	now := s.now()
 	if s.isDraining() {
-		refuseDraining(w, id)
+		refuseDraining(w, r, id)
 		return
 	}
 	rn := newRun(s, w, r, req, p, id, now)
@@ -79,7 +93,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	rn.promptTokens = estimateTokens(req)
 	// Delivered tokens are counted from the engine's own per-chunk usage where it can
 	// report it; the gateway asks for it unless the client already did.
-	rn.wantUsage = req.Stream && !req.ContinuousUsage
+	rn.wantUsage = req.Stream && !req.ContinuousUsage && rn.proto == sse.Completions
 	cfg := s.cfg.Policy
 	firstToken, idle := cfg.FirstTokenTimeout.D(), cfg.IdleTimeout.D()
 	if !req.Stream {
@@ -95,7 +109,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
 		// gateway's lease, which lapses, and another gateway may take it over.
-		refuseDraining(w, id)
+		refuseDraining(w, r, id)
 		return
 	}
 	defer s.unregister(rn)

@@ -20,7 +20,7 @@ const maxIdempotencyKey = 255
 func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *store.Request, key string, body []byte, now time.Time) bool {
 	id := rn.id
 	if len(key) > maxIdempotencyKey {
-		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_idempotency_key",
+		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_idempotency_key",
 			Message: "Idempotency-Key must be at most 255 characters", RequestID: id})
 		return false
 	}
@@ -31,7 +31,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *sto
 	cancel()
 	if err != nil {
 		s.log.Error("idempotency claim failed", "request_id", id, "err", err)
-		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
+		writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
 			Message: "the request journal is unavailable, so an Idempotency-Key cannot be honoured; nothing was started", RequestID: id})
 		return false
 	}
@@ -51,22 +51,22 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *sto
 		s.log.Info("took over a request whose gateway died before the delivery boundary", "request_id", prev.ID, "previous_owner", prev.Owner)
 		return true
 	case store.ClaimInUse:
-		openai.WriteError(w, &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
+		writeError(w, r, &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
 			Message: "a request with this Idempotency-Key is still in progress; retry after it finishes", RequestID: prev.ID})
 	case store.ClaimMismatch:
-		openai.WriteError(w, &openai.Error{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Code: "idempotency_key_reused",
+		writeError(w, r, &openai.Error{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error", Code: "idempotency_key_reused",
 			Message: "this Idempotency-Key was used with a different request body", RequestID: prev.ID})
 	case store.ClaimReplay:
-		replay(w, prev)
+		replay(w, r, prev)
 	case store.ClaimInterrupted:
 		w.Header().Set("Idempotent-Replayed", "true")
-		openai.WriteError(w, interruptionOf(prev))
+		writeError(w, r, interruptionOf(prev))
 	}
 	return false
 }
 
 // replay answers with the stored outcome of a finished keyed request.
-func replay(w http.ResponseWriter, prev *store.Request) {
+func replay(w http.ResponseWriter, r *http.Request, prev *store.Request) {
 	w.Header().Set("Idempotent-Replayed", "true")
 	if len(prev.Response) > 0 && prev.ResponseStatus == http.StatusOK {
 		ct := "application/json"
@@ -93,7 +93,7 @@ func replay(w http.ResponseWriter, prev *store.Request) {
 		e.Status = prev.ResponseStatus
 	}
 	e.RequestID = prev.ID
-	openai.WriteError(w, e)
+	writeError(w, r, e)
 }
 
 // interruptionOf is the error of a request that was interrupted after its delivery

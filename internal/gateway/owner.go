@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/protocol"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
 )
@@ -56,6 +57,14 @@ type run struct {
 	wantUsage      bool
 	usageBodyCache []byte
 
+	// proto is the API's wire format; st what its final events need to know of the
+	// stream (the Responses API numbers its events). curSeq and heldSeq are the sequence
+	// numbers of the current event and of the last held one (-1: none).
+	proto   sse.Protocol
+	st      protocol.Stream
+	curSeq  int64
+	heldSeq int64
+
 	cur      *attempt // the attempt the machine last started
 	attempts []*attempt
 	// pending are the events still to step in the current step: follow-ups that actions
@@ -77,6 +86,7 @@ func newRun(s *Server, w http.ResponseWriter, r *http.Request, req *openai.Reque
 	return &run{
 		s: s, r: r, req: req, pool: p, id: id, model: req.Model, start: now,
 		cw:    newClientWriter(w, s.cfg.Policy.ClientWriteTimeout.D()),
+		proto: protocolOf(req.Endpoint), curSeq: -1, heldSeq: -1,
 		up:    make(chan upMsg, upDepth),
 		inbox: newInbox(),
 	}
@@ -247,24 +257,36 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
+		rn.heldSeq = max(rn.heldSeq, rn.curSeq)
 	case failover.ActDiscardHeld:
 		rn.held = rn.held[:0]
+		rn.heldSeq = -1
 	case failover.ActWriteHeld:
 		rn.cw.write(rn.held)
 		rn.held = rn.held[:0]
+		rn.sent(rn.heldSeq)
 	case failover.ActWrite:
 		if !rn.req.Stream {
 			rn.cw.bodyHeaders(len(rn.raw))
 		}
 		rn.cw.write(rn.raw)
+		rn.sent(rn.curSeq)
 	case failover.ActFinish:
 		if a.WriteDone {
-			rn.cw.write(sse.DoneEvent)
+			rn.cw.write(protocol.Done(rn.proto))
 		}
 		rn.finish(a.Outcome, nil, now)
 	case failover.ActFail:
-		rn.cw.writeError(a.Err, a.AsEvent)
+		rn.cw.writeError(rn.proto, a.Err, a.AsEvent, rn.st)
 		rn.finish(a.Outcome, a.Err, now)
+	}
+}
+
+// sent notes that the event numbered seq reached the client (the Responses API: the
+// gateway's own final events continue the numbering).
+func (rn *run) sent(seq int64) {
+	if seq >= 0 {
+		rn.st.NextSequence = max(rn.st.NextSequence, seq+1)
 	}
 }
 

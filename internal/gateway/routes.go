@@ -146,8 +146,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	status, code, msg := http.StatusNotFound, "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path+"."
 	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/healthz", "/readyz":
+	case "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/embeddings", "/v1/models", "/healthz", "/readyz":
 		status, code, msg = http.StatusMethodNotAllowed, "method_not_allowed", "Method "+r.Method+" is not allowed on "+r.URL.Path+"."
 	}
-	openai.WriteError(w, &openai.Error{Status: status, Type: "invalid_request_error", Code: code, Message: msg, RequestID: requestID(r)})
+	writeError(w, r, &openai.Error{Status: status, Type: "invalid_request_error", Code: code, Message: msg, RequestID: requestID(r)})
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"time"
@@ -67,8 +68,17 @@ func (rn *run) onData(a *attempt, b []byte) {
 func (rn *run) onEvent(a *attempt, ev sse.Event) {
 	class := ev.Class
 	tokens := ev.Outputs
-	if a.usage && ev.CompletionTokens >= 0 && ev.Choice >= 0 {
+	switch {
+	case a.usage && ev.CompletionTokens >= 0 && ev.Choice >= 0:
 		tokens = a.usageTokens(ev)
+	case rn.proto != sse.Completions && ev.CompletionTokens >= 0:
+		// The Messages and Responses APIs report the answer's output tokens at its end
+		// (message_delta, response.completed): the deltas counted so far are made exact.
+		tokens = max(0, ev.CompletionTokens-rn.m.Delivered())
+	}
+	rn.curSeq = ev.Sequence
+	if rn.proto == sse.Responses && rn.st.ResponseID == "" && class == 0 {
+		rn.noteResponse(ev.Data)
 	}
 	data, rewrite := ev.Data, false
 	if a.usage && ev.UsageEnd > 0 && !rn.req.ContinuousUsage {
@@ -89,12 +99,17 @@ func (rn *run) onEvent(a *attempt, ev sse.Event) {
 		data, rewrite = sse.StripNullError(nil, data), true
 	}
 	if class&sse.ToolCalls != 0 {
-		if d, ok := toolCallIDs(data, true, rn.id); ok {
+		if d, ok := rewriteToolIDs(rn.proto, data, true, rn.id); ok {
 			data, rewrite = d, true
 		}
 	}
 	if rewrite {
-		rn.rewritten = sse.AppendData(rn.rewritten[:0], data)
+		// Rare or cheap, so the event is rebuilt as one data line (after its name).
+		rn.rewritten = rn.rewritten[:0]
+		if ev.Name != nil {
+			rn.rewritten = append(append(append(rn.rewritten, "event: "...), ev.Name...), '\n')
+		}
+		rn.rewritten = sse.AppendData(rn.rewritten, data)
 		ev.Raw = rn.rewritten
 	}
 	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: tokens, Size: len(ev.Raw),
@@ -107,11 +122,32 @@ func (rn *run) onEvent(a *attempt, ev sse.Event) {
 	rn.raw = nil
 }
 
+// noteResponse keeps what the Responses API's final events need from a lifecycle event
+// (response.created): the response's id, model and creation time.
+func (rn *run) noteResponse(data []byte) {
+	r := gjson.GetBytes(data, "response")
+	if id := r.Get("id"); id.Type == gjson.String {
+		rn.st.ResponseID, rn.st.Model, rn.st.CreatedAt = id.String(), r.Get("model").String(), r.Get("created_at").Int()
+	}
+}
+
 // onBody handles a complete non-streaming answer.
 func (rn *run) onBody(a *attempt, b []byte) {
-	tokens := int(gjson.GetBytes(b, "usage.completion_tokens").Int())
-	if sse.Classify(b)&sse.ToolCalls != 0 {
-		b, _ = toolCallIDs(b, false, rn.id)
+	var tokens int
+	rewrite := false
+	switch rn.proto {
+	case sse.Messages:
+		tokens = int(gjson.GetBytes(b, "usage.output_tokens").Int())
+		rewrite = bytes.Contains(b, []byte(`"tool_use"`))
+	case sse.Responses:
+		tokens = int(gjson.GetBytes(b, "usage.output_tokens").Int())
+		rewrite = bytes.Contains(b, []byte(`"function_call"`))
+	default:
+		tokens = int(gjson.GetBytes(b, "usage.completion_tokens").Int())
+		rewrite = rn.req.Endpoint != openai.Embeddings && sse.Classify(b)&sse.ToolCalls != 0
+	}
+	if rewrite {
+		b, _ = rewriteToolIDs(rn.proto, b, false, rn.id)
 	}
 	rn.raw = b
 	rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})

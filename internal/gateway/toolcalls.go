@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -46,6 +47,64 @@ func toolCallIDs(data []byte, stream bool, requestID string) ([]byte, bool) {
 			}
 			return true
 		})
+		return true
+	})
+	return out, changed
+}
+
+// rewriteToolIDs is toolCallIDs for each API: chat completion tool_calls, the tool_use
+// blocks of the Messages API (their "id", by content block index) and the function_call
+// items of the Responses API (their "call_id", by output index). A Responses item's own "id"
+// (fc_…) is left alone: it only ties the item's events together.
+func rewriteToolIDs(p sse.Protocol, data []byte, stream bool, requestID string) ([]byte, bool) {
+	switch p {
+	case sse.Messages:
+		if stream {
+			if gjson.GetBytes(data, "content_block.type").String() != "tool_use" {
+				return data, false
+			}
+			return rewriteID(data, "content_block.id", requestID, gjson.GetBytes(data, "index").Int())
+		}
+		return rewriteEach(data, "content", "tool_use", "id", requestID)
+	case sse.Responses:
+		if !stream {
+			return rewriteEach(data, "output", "function_call", "call_id", requestID)
+		}
+		if gjson.GetBytes(data, "item.type").String() == "function_call" {
+			return rewriteID(data, "item.call_id", requestID, gjson.GetBytes(data, "output_index").Int())
+		}
+		if gjson.GetBytes(data, "response.output").IsArray() {
+			return rewriteEach(data, "response.output", "function_call", "call_id", requestID)
+		}
+		return data, false
+	}
+	return toolCallIDs(data, stream, requestID)
+}
+
+// rewriteID replaces the string at path with call n's id (choice 0).
+func rewriteID(data []byte, path, requestID string, n int64) ([]byte, bool) {
+	id := gjson.GetBytes(data, path)
+	if id.Type != gjson.String {
+		return data, false
+	}
+	out, err := sjson.SetBytes(data, path, toolCallID(requestID, 0, n, id.String()))
+	if err != nil {
+		return data, false
+	}
+	return out, true
+}
+
+// rewriteEach rewrites member field of every element of the array at path whose type is
+// typ, its position in the array being the call's.
+func rewriteEach(data []byte, path, typ, field, requestID string) ([]byte, bool) {
+	out, changed := data, false
+	gjson.GetBytes(data, path).ForEach(func(i, item gjson.Result) bool {
+		if item.Get("type").String() != typ {
+			return true
+		}
+		if d, ok := rewriteID(out, path+"."+i.String()+"."+field, requestID, i.Int()); ok {
+			out, changed = d, true
+		}
 		return true
 	})
 	return out, changed
