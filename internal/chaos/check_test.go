@@ -144,6 +144,9 @@ func TestCheckerReportsARerunAfterAnUncertainDirectFailure(t *testing.T) {
 	if got := rules(h); len(got) > 0 {
 		t.Errorf("a fenced rerun after the agent ended the first attempt was reported: %q", got)
 	}
+	// ... but not when the rerun started before the agent had ended it.
+	h.agentEnds[testID+".a1"] = t0.Add(time.Second + time.Millisecond)
+	requireRule(t, h, rOverlap)
 }
 
 func TestCheckerReportsASilentEngineCalledDead(t *testing.T) {

@@ -495,23 +495,25 @@ func judgeAttempts(h *history, fail failFunc) {
 			continue
 		}
 		prev := h.records[i-1]
+		// An engine that answered with an error had finished that request when it wrote
+		// the answer; it records the end a moment later, which a fast rerun may beat.
+		answered := prev.Outcome == sim.OutcomeError || prev.Outcome == sim.OutcomeRejected
+		engineEnded := proofOfEnd[prev.Outcome] && (answered || !prev.Ended.After(rec.Started))
 		if h.fenced {
 			// The proof is the agent's: it closed the engine connection of the previous
-			// attempt (the engine notices a moment later, on its own).
-			if ended, ok := h.agentEnds[prev.AttemptID]; !ok || ended.After(rec.Started) {
-				fail(rOverlap, "attempt %s started at %s before the agent ended %s (at %s, ok=%v)",
-					rec.AttemptID, clock(rec.Started), prev.AttemptID, clock(ended), ok)
+			// attempt (the engine notices a moment later, on its own). An attempt the engine
+			// itself ended (an error answer, a reset, a crash) is rerun at once; the agent
+			// closes its connection a moment later.
+			if ended, ok := h.agentEnds[prev.AttemptID]; !engineEnded && (!ok || ended.After(rec.Started)) {
+				fail(rOverlap, "attempt %s started at %s before the agent ended %s (at %s, ok=%v; the engine request ended %q)",
+					rec.AttemptID, clock(rec.Started), prev.AttemptID, clock(ended), ok, prev.Outcome)
 			}
 			continue
 		}
 		if !proofOfEnd[prev.Outcome] {
 			fail(rUncertainRerun, "attempt %s ran after %s, whose engine request ended %q, which proves nothing (direct mode must not rerun it)",
 				rec.AttemptID, prev.AttemptID, prev.Outcome)
-		}
-		// An engine that answered with an error had finished that request when it wrote
-		// the answer; it records the end a moment later, which a fast rerun may beat.
-		answered := prev.Outcome == sim.OutcomeError || prev.Outcome == sim.OutcomeRejected
-		if !answered && prev.Ended.After(rec.Started) {
+		} else if !engineEnded {
 			fail(rOverlap, "attempt %s started at %s while %s ran until %s", rec.AttemptID, clock(rec.Started), prev.AttemptID, clock(prev.Ended))
 		}
 	}
