@@ -174,3 +174,19 @@ func TestCLIDocumentsEndpoints(t *testing.T) {
 		t.Error("Start accepted a negative EmbeddingDim")
 	}
 }
+
+// TestBrokenWholeReplies: every endpoint's garbage reply is cut inside its
+// JSON and its oversize reply is valid JSON of more than 4 MiB.
+func TestBrokenWholeReplies(t *testing.T) {
+	s := startSim(t, Config{})
+	for _, endpoint := range []string{endpointChat, endpointCompletions, endpointMessages, endpointResponses, endpointEmbeddings} {
+		g := &generation{s: s, id: "x-1", created: 1, spec: generationSpec{endpoint: endpoint, n: 1, prompts: []promptSpec{{key: "k", ids: []uint32{1}}}}}
+		f := formatFor(endpoint)
+		if b := f.garbageWhole(g); json.Valid(b) || !bytes.HasPrefix(b, []byte(`{"id":"x-1"`)) {
+			t.Errorf("%s garbage %s", endpoint, b)
+		}
+		if b := f.oversizeWhole(g); !json.Valid(b) || len(b) <= 4<<20 {
+			t.Errorf("%s oversize: %d bytes, valid %v", endpoint, len(b), json.Valid(b))
+		}
+	}
+}

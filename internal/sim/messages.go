@@ -161,6 +161,9 @@ func parseMessagesBody(body []byte, full bool) (*messagesParsed, *apiError) {
 	}
 	// The system prompt: the top-level system's text blocks, then those of
 	// system messages, concatenated without separator (_convert_system_message).
+	// vLLM drops blocks that start with "x-anthropic-billing-header", a
+	// per-request header some clients put there, which would defeat
+	// prefix caching.
 	parts := make([]string, 0, len(topSystem)+len(system))
 	for _, t := range append(topSystem, system...) {
 		if !strings.HasPrefix(t, "x-anthropic-billing-header") {

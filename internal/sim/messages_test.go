@@ -322,7 +322,8 @@ func TestMessagesErrors(t *testing.T) {
 			{`{"model":"sim-model","max_tokens":1,"messages":[{"role":"robot","content":"x"}]}`, "body.messages.0.role", "Input should be 'user', 'assistant' or 'system'"},
 			{`{"model":"sim-model","max_tokens":1,"messages":[{"role":"user","content":7}]}`, "body.messages.0.content", "'loc': ('body', 'messages', 0, 'content', 'str')"},
 			{`{"model":"sim-model","max_tokens":1,"messages":[],"tool_choice":{"type":"tool"}}`, "body.tool_choice", "tool_choice.name is required when type is 'tool'"},
-			{`{"model":"sim-model","max_tokens":"many","messages":[]}`, "body.max_tokens", "int_type"},
+			{`{"model":"sim-model","max_tokens":"many","messages":[]}`, "body.max_tokens", "'type': 'int_parsing'"},
+			{`{"model":"sim-model","max_tokens":null,"messages":[]}`, "body.max_tokens", "'type': 'int_type'"},
 			{`{"model":"sim-model",`, "body.21", "json_invalid"},
 		} {
 			status, body := postJSON(t, newClient(t), s.URL()+"/v1/messages", []byte(c.body), nil)

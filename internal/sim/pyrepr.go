@@ -333,12 +333,21 @@ func checkBool(v *validationErrors, raw json.RawMessage, loc ...any) bool {
 
 func checkInt(v *validationErrors, raw json.RawMessage, loc ...any) (int, bool) {
 	var f float64
-	if jsonKind(raw) == "number" && json.Unmarshal(raw, &f) == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		return int(f), true
-	}
-	if jsonKind(raw) == "number" {
+	switch jsonKind(raw) {
+	case "number":
+		if json.Unmarshal(raw, &f) == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return int(f), true
+		}
 		v.add("int_from_float", loc, "Input should be a valid integer, got a number with a fractional part", pyRepr(raw))
-	} else {
+	case "string":
+		// pydantic's lax mode takes an integer written as a string.
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+			return n, true
+		}
+		v.add("int_parsing", loc, "Input should be a valid integer, unable to parse string as an integer", pyRepr(raw))
+	default:
 		v.add("int_type", loc, "Input should be a valid integer", pyRepr(raw))
 	}
 	return 0, false
