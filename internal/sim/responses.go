@@ -354,8 +354,6 @@ func checkResponsesTools(v *validationErrors, raw json.RawMessage) ([]toolParam,
 // leave the model free, as "auto".
 func responsesChatToolChoice(choice json.RawMessage, tools []toolParam) json.RawMessage {
 	if jsonKind(choice) == "string" {
-		var mode string
-		_ = json.Unmarshal(choice, &mode)
 		if tools == nil {
 			return nil // no function tools: vLLM renders no tools and parses no calls
 		}
