@@ -21,6 +21,10 @@ type Memory struct {
 	attempts map[string]map[string]Attempt // request id -> attempt id -> attempt
 	traces   map[string]map[int64]TraceEvent
 	closed   bool
+
+	// byResponse indexes the non-empty ResponseIDs (response id -> request
+	// ids), so FindByResponseID does not scan every request.
+	byResponse map[string]map[string]struct{}
 }
 
 type tenantKey struct{ tenant, key string }
@@ -30,10 +34,11 @@ var _ Store = (*Memory)(nil)
 // NewMemory returns an empty memory store.
 func NewMemory() *Memory {
 	return &Memory{
-		requests: make(map[string]*Request),
-		keys:     make(map[tenantKey]string),
-		attempts: make(map[string]map[string]Attempt),
-		traces:   make(map[string]map[int64]TraceEvent),
+		requests:   make(map[string]*Request),
+		keys:       make(map[tenantKey]string),
+		byResponse: make(map[string]map[string]struct{}),
+		attempts:   make(map[string]map[string]Attempt),
+		traces:     make(map[string]map[int64]TraceEvent),
 	}
 }
 
@@ -100,7 +105,28 @@ func (m *Memory) insertLocked(r Request) {
 	if r.IdempotencyKey != "" {
 		m.keys[tenantKey{r.Tenant, r.IdempotencyKey}] = r.ID
 	}
+	m.indexResponseLocked(r.ResponseID, r.ID)
 	m.requests[r.ID] = r.clone()
+}
+
+func (m *Memory) indexResponseLocked(responseID, id string) {
+	if responseID == "" {
+		return
+	}
+	ids := m.byResponse[responseID]
+	if ids == nil {
+		ids = make(map[string]struct{})
+		m.byResponse[responseID] = ids
+	}
+	ids[id] = struct{}{}
+}
+
+func (m *Memory) unindexResponseLocked(responseID, id string) {
+	ids := m.byResponse[responseID]
+	delete(ids, id)
+	if len(ids) == 0 {
+		delete(m.byResponse, responseID)
+	}
 }
 
 func (m *Memory) deleteLocked(id string) {
@@ -111,6 +137,7 @@ func (m *Memory) deleteLocked(id string) {
 	if r.IdempotencyKey != "" {
 		delete(m.keys, tenantKey{r.Tenant, r.IdempotencyKey})
 	}
+	m.unindexResponseLocked(r.ResponseID, id)
 	delete(m.requests, id)
 	delete(m.attempts, id)
 	delete(m.traces, id)
@@ -156,7 +183,12 @@ func (m *Memory) Apply(ctx context.Context, muts []Mutation) error {
 			m.insertLocked(mu.Request)
 		case UpdateRequest:
 			if r, ok := m.requests[mu.ID]; ok {
+				prev := r.ResponseID
 				applyUpdate(r, mu)
+				if r.ResponseID != prev {
+					m.unindexResponseLocked(prev, r.ID)
+					m.indexResponseLocked(r.ResponseID, r.ID)
+				}
 			}
 		case UpsertAttempt:
 			a := mu.Attempt
@@ -249,6 +281,25 @@ func (m *Memory) Get(ctx context.Context, requestID string) (*Request, error) {
 		return nil, fmt.Errorf("store: get %s: %w", requestID, ErrNotFound)
 	}
 	return r, nil
+}
+
+// FindByResponseID implements Store.
+func (m *Memory) FindByResponseID(ctx context.Context, responseID string) (*Request, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var best *Request
+	for id := range m.byResponse[responseID] {
+		r := m.requests[id]
+		if best == nil || r.CreatedAt.After(best.CreatedAt) || (r.CreatedAt.Equal(best.CreatedAt) && r.ID > best.ID) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("store: find response %s: %w", responseID, ErrNotFound)
+	}
+	return m.getLocked(best.ID), nil
 }
 
 // Traces implements Store.

@@ -52,6 +52,16 @@ type UpdateRequest struct {
 	Response       []byte
 	ResponseIsSSE  bool
 	ResponseStatus int
+	// ResponseID, when non-empty, replaces the stored ResponseID and
+	// ResponseReplica together (the last non-empty one wins): an id is
+	// only meaningful with the replica that holds it, so the two are never
+	// mixed from different updates. An empty ResponseID leaves both as
+	// they are, and ResponseReplica is then ignored. The last one wins,
+	// rather than the first, because when an attempt fails before the
+	// delivery boundary and the request moves to another replica, the
+	// response the client receives, and may continue, is the new one.
+	ResponseID      string
+	ResponseReplica string
 }
 
 // UpsertAttempt inserts or updates an attempt. On update: Replica,
@@ -152,6 +162,9 @@ func applyUpdate(r *Request, u UpdateRequest) {
 		r.ResponseIsSSE = u.ResponseIsSSE
 		r.ResponseStatus = u.ResponseStatus
 	}
+	if u.ResponseID != "" {
+		r.ResponseID, r.ResponseReplica = u.ResponseID, u.ResponseReplica
+	}
 }
 
 // mergeUpdates returns one update equal to applying a then b. Both must
@@ -177,6 +190,9 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 	}
 	if b.Response != nil {
 		m.Response, m.ResponseIsSSE, m.ResponseStatus = b.Response, b.ResponseIsSSE, b.ResponseStatus
+	}
+	if b.ResponseID != "" {
+		m.ResponseID, m.ResponseReplica = b.ResponseID, b.ResponseReplica
 	}
 	return m
 }

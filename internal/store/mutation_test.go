@@ -28,6 +28,8 @@ func genUpdate(t *rapid.T, label string) UpdateRequest {
 		Response:              bytesOrNil(label + "response"),
 		ResponseIsSSE:         rapid.Bool().Draw(t, label+"sse"),
 		ResponseStatus:        rapid.IntRange(200, 202).Draw(t, label+"status"),
+		ResponseID:            rapid.SampledFrom([]string{"", "resp_1", "resp_2"}).Draw(t, label+"response id"),
+		ResponseReplica:       rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, label+"response replica"),
 	}
 	if rapid.Bool().Draw(t, label+"at?") {
 		u.At = base.Add(time.Duration(rapid.IntRange(0, 100).Draw(t, label+"at")))
@@ -44,6 +46,8 @@ func TestMergeUpdatesEqualsSequentialApply(t *testing.T) {
 			Phase: PhaseQueued, UpdatedAt: base.Add(50),
 			Outcome:               Outcome(rapid.SampledFrom([]string{"", "completed"}).Draw(t, "outcome0")),
 			DeliveredOutputTokens: rapid.Int64Range(0, 50).Draw(t, "tokens0"),
+			ResponseID:            rapid.SampledFrom([]string{"", "resp_0"}).Draw(t, "response id0"),
+			ResponseReplica:       rapid.SampledFrom([]string{"", "r0"}).Draw(t, "response replica0"),
 		}
 		a, b := genUpdate(t, "a."), genUpdate(t, "b.")
 		seq, merged := start.clone(), start.clone()
@@ -104,5 +108,10 @@ func TestMigrationsLoad(t *testing.T) {
 	}
 	if len(sqliteMigrations) != len(postgresMigrations) {
 		t.Errorf("sqlite has %d migrations, postgres %d: every schema change goes to both", len(sqliteMigrations), len(postgresMigrations))
+	}
+	for i := range min(len(sqliteMigrations), len(postgresMigrations)) {
+		if s, p := sqliteMigrations[i], postgresMigrations[i]; s.version != p.version || s.name != p.name {
+			t.Errorf("migration %d is %d_%s in sqlite, %d_%s in postgres", i, s.version, s.name, p.version, p.name)
+		}
 	}
 }

@@ -67,6 +67,18 @@ type Request struct {
 	ResponseIsSSE  bool
 	ResponseStatus int
 
+	// ResponseID is the id the inference engine gave the response of an
+	// OpenAI Responses API request ("resp_…"), and ResponseReplica the
+	// replica that produced it. The engine keeps that response's state
+	// itself, so a later request continuing it (previous_response_id) can
+	// only be served by that replica; Store.FindByResponseID is how the
+	// gateway finds it. Both are "" for other APIs and until the engine
+	// has answered. Unlike Response they are kept with or without an
+	// idempotency key: continuing a response needs no key. A replica is
+	// stored only together with an id.
+	ResponseID      string
+	ResponseReplica string
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is when the row (and with it the idempotency key) may be
@@ -119,7 +131,8 @@ func (r *Request) NextAttemptN() int {
 
 // normalize puts a row into the form the store keeps: times without
 // monotonic reading and in UTC, no response without an idempotency key, no
-// attempts (they live in their own table).
+// response replica without a response id, no attempts (they live in their
+// own table).
 func (r *Request) normalize() {
 	r.Attempts = nil
 	r.OwnerLeaseUntil = normTime(r.OwnerLeaseUntil)
@@ -129,6 +142,9 @@ func (r *Request) normalize() {
 	r.ExpiresAt = normTime(r.ExpiresAt)
 	if r.IdempotencyKey == "" {
 		r.Response, r.ResponseIsSSE, r.ResponseStatus = nil, false, 0
+	}
+	if r.ResponseID == "" {
+		r.ResponseReplica = "" // as UpdateRequest: a replica means nothing without the id it holds
 	}
 }
 

@@ -206,6 +206,22 @@ func (s *sqlStore) Get(ctx context.Context, requestID string) (*Request, error) 
 	return r, nil
 }
 
+// FindByResponseID implements Store.
+func (s *sqlStore) FindByResponseID(ctx context.Context, responseID string) (*Request, error) {
+	q := s.b.reader()
+	r, err := scanRequest(q.queryRow(ctx, selectRequestByResponseIDSQL, responseID))
+	if errors.Is(err, errNoRows) {
+		return nil, fmt.Errorf("store: %s: find response %s: %w", s.name, responseID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: find response %s: %w", s.name, responseID, err)
+	}
+	if r.Attempts, err = loadAttempts(ctx, q, r.ID); err != nil {
+		return nil, fmt.Errorf("store: %s: find response %s: %w", s.name, responseID, err)
+	}
+	return r, nil
+}
+
 // Traces implements Store.
 func (s *sqlStore) Traces(ctx context.Context, requestID string) ([]TraceEvent, error) {
 	rows, err := s.b.reader().query(ctx, selectTracesSQL, requestID)

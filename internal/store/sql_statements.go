@@ -12,16 +12,16 @@ import (
 const requestColumns = `id, tenant, idempotency_key, body_hash, model, stream, phase, outcome,
 	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
 	model_revision, error, response, response_is_sse, response_status,
-	created_at, updated_at, expires_at`
+	created_at, updated_at, expires_at, response_id, response_replica`
 
 // selectRequestColumns reads the key back as "" for rows stored without one
 // (NULL, so that keyless rows never collide in the unique index).
 const selectRequestColumns = `id, tenant, COALESCE(idempotency_key, ''), body_hash, model, stream, phase, outcome,
 	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
 	model_revision, error, response, response_is_sse, response_status,
-	created_at, updated_at, expires_at`
+	created_at, updated_at, expires_at, response_id, response_replica`
 
-const requestValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21`
+const requestValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23`
 
 const (
 	// insertRequestSQL fails on a duplicate id; used by keyless Claims.
@@ -36,6 +36,14 @@ const (
 
 	selectRequestByIDSQL  = `SELECT ` + selectRequestColumns + ` FROM requests WHERE id = $1`
 	selectRequestByKeySQL = `SELECT ` + selectRequestColumns + ` FROM requests WHERE tenant = $1 AND idempotency_key = $2`
+
+	// selectRequestByResponseIDSQL repeats the partial index's predicate
+	// (response_id <> '') word for word: with the id a parameter, neither
+	// planner could otherwise prove that the query only wants indexed rows,
+	// and would scan the table instead.
+	selectRequestByResponseIDSQL = `SELECT ` + selectRequestColumns + ` FROM requests
+	WHERE response_id = $1 AND response_id <> ''
+	ORDER BY created_at DESC, id DESC LIMIT 1`
 
 	// takeoverSQL moves ownership by compare-and-set on the previous owner
 	// and lease: of two gateways taking over the same row, the second
@@ -102,7 +110,7 @@ func requestArgs(r *Request) []any {
 		r.ID, r.Tenant, key, r.BodyHash, r.Model, r.Stream, string(r.Phase), string(r.Outcome),
 		r.Owner, toNanos(r.OwnerLeaseUntil), r.FirstDeltaSent, toNanos(r.FirstDeltaAt), r.DeliveredOutputTokens,
 		r.ModelRevision, r.Error, r.Response, r.ResponseIsSSE, int64(r.ResponseStatus),
-		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt),
+		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt), r.ResponseID, r.ResponseReplica,
 	}
 }
 
@@ -116,7 +124,7 @@ func scanRequest(row rowScanner) (*Request, error) {
 	err := row.Scan(&r.ID, &r.Tenant, &r.IdempotencyKey, &r.BodyHash, &r.Model, &r.Stream, &phase, &outcome,
 		&r.Owner, &lease, &r.FirstDeltaSent, &firstAt, &r.DeliveredOutputTokens,
 		&r.ModelRevision, &r.Error, &r.Response, &r.ResponseIsSSE, &status,
-		&created, &updated, &expires)
+		&created, &updated, &expires, &r.ResponseID, &r.ResponseReplica)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +200,11 @@ func updateStmts(u *UpdateRequest) []sqlStmt {
 	}
 	if u.Error != nil {
 		set("error = " + arg(u.Error))
+	}
+	if u.ResponseID != "" {
+		// Both columns in one SET, so the pair never comes from two updates.
+		set("response_id = " + arg(u.ResponseID))
+		set("response_replica = " + arg(u.ResponseReplica))
 	}
 	var stmts []sqlStmt
 	if sets > 0 {

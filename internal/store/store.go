@@ -58,6 +58,15 @@ type Store interface {
 	// ErrNotFound.
 	Get(ctx context.Context, requestID string) (*Request, error)
 
+	// FindByResponseID returns, as Get does, the logical request whose
+	// ResponseID is responseID, so that a request continuing that response
+	// can be routed to Request.ResponseReplica. It returns ErrNotFound when
+	// there is none (also for an empty responseID, and once Sweep deleted
+	// the row). Engine ids are unique, so one row is expected; should
+	// several carry the id, the one with the latest CreatedAt wins, and
+	// among those the greatest ID (ids are ULIDs, so the later one).
+	FindByResponseID(ctx context.Context, responseID string) (*Request, error)
+
 	// Traces returns the trace events of a request ordered by Seq (none
 	// when traces are off).
 	Traces(ctx context.Context, requestID string) ([]TraceEvent, error)

@@ -29,6 +29,8 @@ func fullRequest(id, key string) store.Request {
 		Response:              []byte("data: {}\n\n\x00\xff"),
 		ResponseIsSSE:         true,
 		ResponseStatus:        200,
+		ResponseID:            "resp_" + id,
+		ResponseReplica:       "vllm-3",
 		CreatedAt:             t0,
 		UpdatedAt:             t0.Add(2 * time.Millisecond),
 		ExpiresAt:             t0.Add(keep),

@@ -47,6 +47,18 @@ func testApplyMatchesModel(t *testing.T, b Backend) {
 		for _, id := range ids {
 			assertRequest(t, fmt.Sprintf("round %d: %s against the model", round, id), mustGet(t, s, id), mustGet(t, model, id))
 		}
+		// All four share CreatedAt, so when several carry one response id
+		// this also checks the tie-break.
+		for _, rid := range []string{"resp_1", "resp_2", "resp_none"} {
+			gotS, errS := s.FindByResponseID(ctx(t), rid)
+			gotM, errM := model.FindByResponseID(ctx(t), rid)
+			switch {
+			case (errS == nil) != (errM == nil):
+				t.Errorf("round %d: FindByResponseID(%s) = %v, model %v", round, rid, errS, errM)
+			case errS == nil:
+				assertRequest(t, fmt.Sprintf("round %d: FindByResponseID(%s) against the model", round, rid), gotS, gotM)
+			}
+		}
 		if t.Failed() {
 			t.Fatalf("last batch: %+v", batch)
 		}
@@ -76,6 +88,8 @@ func randomMutation(rng *rand.Rand, ids []string) store.Mutation {
 			Response:              maybeBytes(),
 			ResponseIsSSE:         rng.IntN(2) == 0,
 			ResponseStatus:        200 + rng.IntN(3),
+			ResponseID:            pick("", "", "", "resp_1", "resp_2"),
+			ResponseReplica:       pick("", "r1", "r2"),
 		}
 		if rng.IntN(2) == 0 {
 			u.At = t0.Add(time.Duration(rng.IntN(1000)))

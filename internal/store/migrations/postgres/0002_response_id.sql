@@ -1,0 +1,17 @@
+-- The engine's id of a Responses API response and the replica holding it,
+-- so a request continuing that response (previous_response_id) can be
+-- routed there. '' when unset. A constant default adds the columns without
+-- rewriting the table.
+
+ALTER TABLE requests ADD COLUMN response_id TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE requests ADD COLUMN response_replica TEXT NOT NULL DEFAULT '';
+
+-- Partial: most requests carry no response id, and they stay out of the
+-- index. Lookups must repeat the predicate to use it. Not unique: the
+-- engine, not the gateway, makes the ids, and a duplicate must not fail
+-- the journal batch that records it. Built inside the migration's
+-- transaction (CONCURRENTLY cannot be), which holds writes to requests for
+-- one scan of the table; no existing row has an id, so nothing is sorted
+-- or stored.
+CREATE INDEX requests_response_id ON requests (response_id, created_at) WHERE response_id <> '';
