@@ -122,7 +122,7 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 	defer resp.Body.Close()
 	s.status, s.requestID = resp.StatusCode, resp.Header.Get("X-Request-Id")
 	s.replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	if k == clientStall {
+	if k == clientStall && s.status == http.StatusOK {
 		cl.stall(ctx, r, resp, &s)
 		return s
 	}
@@ -163,8 +163,9 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 	return s
 }
 
-// stall reads r.stallAfter bytes of the body, then stops reading with the connection open
-// until the gateway has ended the request (or stallWait has passed).
+// stall reads r.stallAfter bytes of a stream, then stops reading with the connection open
+// until the gateway has ended the request (or stallWait has passed). (An error answer is
+// read whole: it is not a stream a client stalls on.)
 func (cl *clients) stall(ctx context.Context, r *request, resp *http.Response, s *seen) {
 	buf := make([]byte, r.stallAfter)
 	n := 0
@@ -184,9 +185,6 @@ func (cl *clients) stall(ctx context.Context, r *request, resp *http.Response, s
 		return
 	}
 	s.stalled, s.stoppedAt = true, time.Now()
-	if s.status != http.StatusOK {
-		return
-	}
 	j, err := cl.waitDone(ctx, s.requestID, cl.stallWait)
 	s.stallPhase, s.stallErr = j.Phase, err
 	s.stallEnded = err == nil && j.Phase == "done"
