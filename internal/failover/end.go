@@ -94,6 +94,11 @@ func (m *Machine) fenceable() bool {
 // is down (503).
 const NoReplicaOverloaded = "overloaded"
 
+// NoReplicaPinned is the EvNoReplica reason that says the request continues state that
+// lives on one replica only (a Responses previous_response_id), and that replica cannot
+// serve it: running it elsewhere would silently lose that state.
+const NoReplicaPinned = "previous_response_unavailable"
+
 func (m *Machine) noReplica(attempt int, reason string) {
 	m.phase = noAttempt
 	e := &openai.Error{
@@ -105,6 +110,18 @@ func (m *Machine) noReplica(attempt int, reason string) {
 	if reason == NoReplicaOverloaded {
 		e.Status, e.Type, e.Code = 429, "rate_limit_error", "pool_overloaded"
 		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
+	}
+	if reason == NoReplicaPinned {
+		e.Code = NoReplicaPinned
+		e.Message = "the previous response this request continues (previous_response_id) is stored only on the replica that produced it, and that replica cannot take the request now; it is not run elsewhere, where that state does not exist"
+		if attempt > 1 {
+			prev := m.attempts[len(m.attempts)-1]
+			e.Message = fmt.Sprintf("attempt %d on replica %s, which holds the previous response this request continues, failed before any output (%s); it is not rerun elsewhere, where that state does not exist",
+				prev.N, prev.Replica, prev.EndReason)
+		}
+		m.discardHeld()
+		m.end(m.decorate(e, false))
+		return
 	}
 	if attempt > 1 {
 		prev := m.attempts[len(m.attempts)-1]

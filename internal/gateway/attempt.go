@@ -75,7 +75,10 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	p := rn.pool.acquire(now, rn, a, rn.affinity)
 	if !p.ok {
 		reason := ""
-		if p.shed {
+		switch {
+		case p.pinned:
+			reason = failover.NoReplicaPinned
+		case p.shed:
 			reason = failover.NoReplicaOverloaded
 			rn.s.metrics.shed.WithLabelValues(rn.model).Inc()
 		}

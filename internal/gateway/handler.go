@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,12 +69,20 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	if k, ok := identity(r); ok {
 		tenant = k.ID
 	}
+	pinned := ""
+	if req.PreviousResponseID != "" {
+		var ok bool
+		if pinned, ok = s.pinnedReplica(w, r, req, tenant, id); !ok {
+			return
+		}
+	}
 	now := s.now()
 	if s.isDraining() {
 		refuseDraining(w, r, id)
 		return
 	}
 	rn := newRun(s, w, r, req, p, id, now)
+	rn.pinned = pinned
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.cfg.Idempotency.OwnerLease.D()),
@@ -138,4 +147,29 @@ func (rn *run) usageBody() []byte {
 		rn.usageBodyCache = b
 	}
 	return rn.usageBodyCache
+}
+
+// pinnedReplica finds the replica that holds the response a Responses request continues
+// (previous_response_id): the journal records which replica produced each response the
+// gateway delivered. A response of another API key is answered as unknown, so that no key
+// can continue another's conversation. A response the journal does not know (it was made
+// elsewhere, or its record expired) pins nothing: the engine that gets the request answers
+// whether it has it. It reports false when it has answered the request itself.
+func (s *Server) pinnedReplica(w http.ResponseWriter, r *http.Request, req *openai.Request, tenant, id string) (string, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), boundaryWriteTimeout)
+	prev, err := s.store.FindByResponseID(ctx, req.PreviousResponseID)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", true
+	case err != nil:
+		s.log.Warn("previous response not looked up; routing without it", "request_id", id, "previous_response_id", req.PreviousResponseID, "err", err)
+		return "", true
+	case len(s.keys) > 0 && prev.Tenant != tenant:
+		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "previous_response_not_found",
+			Param: "previous_response_id", RequestID: id,
+			Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID)})
+		return "", false
+	}
+	return prev.ResponseReplica, true
 }

@@ -65,6 +65,10 @@ type run struct {
 	curSeq  int64
 	heldSeq int64
 
+	// pinned is the one replica this request may run on: a Responses request continues a
+	// response stored there (previous_response_id).
+	pinned string
+
 	cur      *attempt // the attempt the machine last started
 	attempts []*attempt
 	// pending are the events still to step in the current step: follow-ups that actions
@@ -249,7 +253,13 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		// Recorded before the write that follows (docs/design.md §2). A keyed request's
 		// boundary is already durable (ActRecordBoundary); this journal write is
 		// asynchronous, off the token path.
-		rn.update(store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision})
+		u := store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, ModelRevision: rn.revision}
+		if rn.st.ResponseID != "" && rn.cur != nil {
+			// The client now knows this response id; a request that continues it must run
+			// where the engine stored it.
+			u.ResponseID, u.ResponseReplica = rn.st.ResponseID, rn.cur.replica
+		}
+		rn.update(u)
 		if rn.cur != nil {
 			rn.pool.notePrefix(rn.affinity, rn.cur.replica, now) // it prefilled the prompt
 		}

@@ -71,6 +71,7 @@ type pick struct {
 	name, url string
 	ok        bool
 	shed      bool // every candidate is at its load limit
+	pinned    bool // the request may run on its pinned replica only, and that one cannot
 	// usagePerChunk: the engine reports token usage in every chunk when asked
 	// (continuous_usage_stats: vLLM, SGLang).
 	usagePerChunk bool
@@ -87,11 +88,14 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 		first = p.b.Find(infos[0].Replica)
 	}
 	exclude := func(r *balance.Replica) bool {
+		if rn.pinned != "" && r.Name != rn.pinned {
+			return true // the request's state lives on its pinned replica only
+		}
 		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && !balance.Compatible(first, r))
 	}
 	c := p.b.Pick(now, exclude, affinity)
 	if c.Replica == nil {
-		return pick{shed: c.Shed}
+		return pick{shed: c.Shed, pinned: rn.pinned != ""}
 	}
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)

@@ -149,6 +149,9 @@ func (rn *run) onBody(a *attempt, b []byte) {
 	if rewrite {
 		b, _ = rewriteToolIDs(rn.proto, b, false, rn.id)
 	}
+	if rn.proto == sse.Responses {
+		rn.st.ResponseID = gjson.GetBytes(b, "id").String()
+	}
 	rn.raw = b
 	rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})
 	rn.raw = nil

@@ -87,7 +87,13 @@ func rewriteID(data []byte, path, requestID string, n int64) ([]byte, bool) {
 	if id.Type != gjson.String {
 		return data, false
 	}
-	out, err := sjson.SetBytes(data, path, toolCallID(requestID, 0, n, id.String()))
+	newID := toolCallID(requestID, 0, n, id.String())
+	if strings.HasSuffix(path, "call_id") {
+		// vLLM's Responses API names one call in two shapes (call_… while streaming,
+		// chatcmpl-tool-… in the final response); the client must see one id per call.
+		newID = responsesCallID(requestID, n, id.String())
+	}
+	out, err := sjson.SetBytes(data, path, newID)
 	if err != nil {
 		return data, false
 	}
@@ -144,6 +150,17 @@ func toolCallID(requestID string, c, n int64, engineID string) string {
 	return "call_" + derive(seed, alphanumeric, 24)
 }
 
+// responsesCallID is the call_id of call n of a Responses answer: Mistral's nine
+// characters when the engine uses them, else OpenAI's shape, whatever shape the engine gave
+// that event.
+func responsesCallID(requestID string, n int64, engineID string) string {
+	seed := requestID + "/0/" + strconv.FormatInt(n, 10)
+	if len(engineID) == 9 && within(engineID, alphanumeric) {
+		return derive(seed, alphanumeric, 9)
+	}
+	return "call_" + derive(seed, alphanumeric, 24)
+}
+
 // derive returns n characters of alphabet determined by seed (SHA-256 in counter mode).
 func derive(seed, alphabet string, n int) string {
 	var b strings.Builder
@@ -176,4 +193,10 @@ func within(s, alphabet string) bool {
 // executes tool calls may recompute it; it is the idempotency key of the call.
 func ToolCallID(requestID string, choice, call int, engineID string) string {
 	return toolCallID(requestID, int64(choice), int64(call), engineID)
+}
+
+// ResponsesCallID is the call_id the gateway gives function call (output index) call of a
+// Responses answer of the logical request requestID, when the engine named it engineID.
+func ResponsesCallID(requestID string, call int, engineID string) string {
+	return responsesCallID(requestID, int64(call), engineID)
 }
