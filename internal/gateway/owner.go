@@ -260,6 +260,15 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 			u.ResponseID, u.ResponseReplica = rn.st.ResponseID, rn.cur.replica
 		}
 		rn.update(u)
+		if u.ResponseID != "" && rn.req.Store {
+			// Durable before the client sees the id, or a client that continues at once
+			// could find the journal without it and be routed where the state is not.
+			ctx, cancel := context.WithTimeout(context.Background(), boundaryWriteTimeout)
+			if err := rn.s.journal.Flush(ctx); err != nil {
+				rn.s.log.Warn("response id not yet durable", "request_id", rn.id, "response_id", u.ResponseID, "err", err)
+			}
+			cancel()
+		}
 		if rn.cur != nil {
 			rn.pool.notePrefix(rn.affinity, rn.cur.replica, now) // it prefilled the prompt
 		}

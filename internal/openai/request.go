@@ -80,6 +80,9 @@ type Request struct {
 	// PreviousResponseID is a Responses request's previous_response_id: the state it
 	// continues lives on the replica that produced that response.
 	PreviousResponseID string
+	// Store is a Responses request's store (default true): whether the engine keeps the
+	// response for a later previous_response_id.
+	Store bool
 	// Prompt is the input as text, for prefix affinity and cost estimates.
 	// Completions: the prompt string, or the strings of an array joined with
 	// '\n' (empty for a prompt given as token ids). Chat: one "role: content\n"

@@ -140,6 +140,12 @@ func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *
 	if e = parseTemperature(fields, 2); e != nil {
 		return nil, e
 	}
+	r.Store = true
+	if raw, ok := present(fields, "store"); ok {
+		if json.Unmarshal(raw, &r.Store) != nil {
+			return nil, typeError("store", "a boolean", raw)
+		}
+	}
 	if raw, ok := present(fields, "previous_response_id"); ok {
 		if json.Unmarshal(raw, &r.PreviousResponseID) != nil || r.PreviousResponseID == "" {
 			return nil, typeError("previous_response_id", "a non-empty string", raw)

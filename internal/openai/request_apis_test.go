@@ -29,7 +29,7 @@ func TestParseOtherAPIs(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, e)
 		}
 		if r.Endpoint != tc.ep || r.Model != "m" || r.Stream != tc.stream || r.MaxTokens != tc.max || r.Prompt != tc.prompt ||
-			r.PreviousResponseID != tc.prev || r.Choices != 1 || string(r.Body) != tc.body {
+			r.PreviousResponseID != tc.prev || r.Choices != 1 || string(r.Body) != tc.body || r.Store != (tc.ep == Responses) {
 			t.Fatalf("%s: %+v", tc.name, r)
 		}
 	}
