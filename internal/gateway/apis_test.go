@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,51 @@ func TestAPIsClientLeaves(t *testing.T) {
 				t.Fatalf("%d engine requests", n)
 			}
 		})
+	}
+}
+
+// Fenced mode on the other APIs: an attempt cut off from its agent before any output
+// (uncertain) is fenced by the agent, then rerun; the client gets one complete answer.
+func TestAPIsFencedRerun(t *testing.T) {
+	for name, client := range apiClients {
+		t.Run(name, func(t *testing.T) {
+			d := &failingDialer{}
+			f := newFencedEnvWith(t, fencedOptions{dial: d.Dial})
+			d.arm(readErr(syscall.ETIMEDOUT))
+			r := client(testCtx(t), f.env, "fenced "+name, 6)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			rec := f.record(r.requestID)
+			if rec.Outcome != "completed" || len(rec.Attempts) != 2 || rec.Attempts[0].Failure != "uncertain" {
+				t.Fatalf("journal %+v", rec)
+			}
+			second := 1
+			if rec.Attempts[1].Replica == "sim-1" {
+				second = 0
+			}
+			if want := f.direct(second, chatParams("fenced "+name, 6)); r.text != want {
+				t.Fatalf("got %q, want %q", r.text, want)
+			}
+		})
+	}
+}
+
+// Whole (non-streamed) answers of the Messages API pass through, with tool ids rewritten.
+func TestMessagesWholeAnswer(t *testing.T) {
+	e := apiEnv(t, nil)
+	var resp *http.Response
+	c := anthropic.NewClient(anthropicoption.WithBaseURL(e.srv.URL), anthropicoption.WithAPIKey("unused"), anthropicoption.WithMaxRetries(0))
+	msg, err := c.Messages.New(testCtx(t), anthropic.MessageNewParams{Model: "sim-model", MaxTokens: 5,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("whole please"))}},
+		anthropicoption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Content[0].Text != e.direct(0, chatParams("whole please", 5)) || msg.StopReason != "max_tokens" {
+		t.Fatalf("message %+v", msg)
+	}
+	if rec := e.record(resp.Header.Get("X-Request-Id")); rec.DeliveredOutputTokens != 5 {
+		t.Fatalf("journal %+v", rec)
 	}
 }

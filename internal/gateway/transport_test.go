@@ -54,7 +54,7 @@ type failingConn struct {
 }
 
 func (c *failingConn) Write(b []byte) (int, error) {
-	if bytes.HasPrefix(b, []byte("POST /v1/chat/completions ")) {
+	if bytes.HasPrefix(b, []byte("POST /v1/")) {
 		if err := c.d.take(); err != nil {
 			c.mu.Lock()
 			c.err = err
