@@ -228,6 +228,15 @@ func TestCheckerReportsAStalledClientsRequestNotCancelled(t *testing.T) {
 	if got := rules(h); len(got) > 0 {
 		t.Errorf("a stalled client's request cancelled for client_stalled was reported: %q", got)
 	}
+	// The engine went on after the gateway gave up on the client: it was never cancelled.
+	end := h.journal.Attempts[0].EndedAt
+	h.records[0].Outcome, h.records[0].Ended = sim.OutcomeFinished, end.Add(time.Second)
+	requireRule(t, h, rStall)
+	// Had it finished before, there was nothing left to cancel.
+	h.records[0].Ended = end.Add(-time.Second)
+	if got := rules(h); len(got) > 0 {
+		t.Errorf("a stall after the engine had finished was reported: %q", got)
+	}
 	// Declared stalled 100ms after the client stopped reading, with a 600ms write timeout.
 	h.writeTimeout = 600 * time.Millisecond
 	h.req.seen.stoppedAt = h.journal.Attempts[0].EndedAt.Add(-100 * time.Millisecond)

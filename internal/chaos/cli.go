@@ -43,7 +43,7 @@ func Main(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "VIOLATION", v)
 	}
 	if len(rep.Violations) > 0 {
-		return fmt.Errorf("chaos: %d histories broke the contract", len(rep.Violations))
+		return fmt.Errorf("chaos: %d violations of the contract", len(rep.Violations))
 	}
 	return nil
 }
