@@ -573,7 +573,9 @@ func judgeClient(h *history, st *stream, fail failFunc) {
 	case s.left:
 		switch j.Outcome {
 		case "cancelled":
-			if last != nil && (!last.CancelSent || last.EndReason != "client_gone") {
+			// The attempt that ran when the client left is cancelled for it (one that an
+			// upstream failure had ended already, its rerun not yet started, is not).
+			if last != nil && last.Failure == "" && (!last.CancelSent || last.EndReason != "client_gone") {
 				fail(rLeave, "the client left, but its last attempt ended %q (cancel sent %v)", last.EndReason, last.CancelSent)
 			}
 			if lastRec != nil && lastRec.Outcome != sim.OutcomeCancelled && lastRec.Outcome != sim.OutcomeFinished && lastRec.Outcome != sim.OutcomeCrashed {
