@@ -50,10 +50,10 @@ type attempt struct {
 	ended bool
 	rec   store.Attempt
 	dec   sse.Decoder
-	// usage: the engine was asked for per-chunk usage; lastUsage is the cumulative
-	// completion tokens it last reported, per choice index (below 64).
-	usage     bool
-	lastUsage [64]int
+	// usage: the engine was asked for per-chunk usage (the gateway strips it again);
+	// counted is the output tokens counted so far per choice index (below 64).
+	usage   bool
+	counted [64]int
 	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	link  *agentLink
 	epoch uint64

@@ -69,9 +69,9 @@ func (rn *run) onEvent(a *attempt, ev sse.Event) {
 	class := ev.Class
 	tokens := ev.Outputs
 	switch {
-	case a.usage && ev.CompletionTokens >= 0 && ev.Choice >= 0:
-		tokens = a.usageTokens(ev)
-	case rn.proto != sse.Completions && ev.CompletionTokens >= 0:
+	case rn.proto == sse.Completions:
+		tokens = a.countTokens(ev)
+	case ev.CompletionTokens >= 0:
 		// The Messages and Responses APIs report the answer's output tokens at its end
 		// (message_delta, response.completed): the deltas counted so far are made exact.
 		tokens = max(0, ev.CompletionTokens-rn.m.Delivered())
@@ -181,17 +181,21 @@ func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
 	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial})
 }
 
-// usageTokens turns an engine's cumulative per-chunk usage into the tokens this chunk
-// adds. With continuous usage stats, vLLM and SGLang send one choice per chunk and its
-// completion_tokens counts that choice's tokens so far; the count is kept per choice
-// index so that interleaved choices add up. (The final usage chunk, which has no choice,
-// totals them and adds nothing.)
-func (a *attempt) usageTokens(ev sse.Event) int {
-	if ev.Choice >= len(a.lastUsage) {
+// countTokens is the output tokens a chunk adds. A chunk with one choice and usage (vLLM's
+// and SGLang's continuous usage stats, asked for by the gateway or by the client; the last
+// chunk of llama.cpp's stream) carries that choice's completion_tokens so far: what it adds
+// is the difference to what was already counted for that choice. Any other chunk counts one
+// token per choice with output. Counting per choice makes interleaved choices add up.
+func (a *attempt) countTokens(ev sse.Event) int {
+	c := ev.Choice
+	if c < 0 || c >= len(a.counted) {
 		return ev.Outputs
 	}
-	prev := &a.lastUsage[ev.Choice]
-	d := max(ev.CompletionTokens-*prev, 0)
-	*prev = max(*prev, ev.CompletionTokens)
+	if ev.CompletionTokens < 0 {
+		a.counted[c] += ev.Outputs
+		return ev.Outputs
+	}
+	d := max(ev.CompletionTokens-a.counted[c], 0)
+	a.counted[c] = max(a.counted[c], ev.CompletionTokens)
 	return d
 }
