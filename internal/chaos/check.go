@@ -213,8 +213,8 @@ func (c *checker) records(ctx context.Context, id string) []sim.Record {
 
 // reference is the answer replica gives r. A text answer is the sim's documented function
 // of its name, the prompt and the seed (choice j of a prompt is sampled with seed + j, and
-// ignore_eos runs every choice to max_tokens); a tool call is asked of the replica itself,
-// directly and without a fault.
+// stops at its natural length unless ignore_eos runs it to max_tokens); a tool call is
+// asked of the replica itself, directly and without a fault.
 func (c *checker) reference(ctx context.Context, replica string, r *request) answer {
 	if !r.tools {
 		return textAnswer(replica, r)
@@ -293,7 +293,12 @@ func textAnswer(replica string, r *request) answer {
 			p = sim.RenderChat([]sim.Message{{Role: "user", Content: p}})
 		}
 		for j := range r.choicesN {
-			a.choices = append(a.choices, refChoice{text: strings.Join(sim.Tokens(replica, requestSeed+int64(j), p, r.maxTokens), ""), finish: "length"})
+			seed := requestSeed + int64(j)
+			n, finish := r.maxTokens, "length"
+			if natural := sim.NaturalLength(replica, seed, p); !r.ignoreEOS && natural < n {
+				n, finish = natural, "stop"
+			}
+			a.choices = append(a.choices, refChoice{text: strings.Join(sim.Tokens(replica, seed, p, n), ""), finish: finish})
 		}
 	}
 	return a

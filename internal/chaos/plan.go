@@ -27,8 +27,11 @@ type request struct {
 	endpoint string   // "chat" or "completions"
 	prompts  []string // the chat prompt, or the completion prompt(s): an array when more than one
 	choicesN int      // the request's n
-	// maxTokens with ignore_eos: every text choice has exactly this many tokens.
+	// maxTokens bounds every choice; with ignoreEOS every text choice has exactly this many
+	// tokens, without it each stops at its own natural length, so that the choices of one
+	// answer finish at different times and a fault can cut some after others finished.
 	maxTokens int
+	ignoreEOS bool
 	// includeUsage and continuousUsage are the client's own stream_options.
 	includeUsage, continuousUsage bool
 	tools                         bool   // tool_choice "required": every choice is one tool call
@@ -66,11 +69,14 @@ const requestSeed = 7
 // toolSchema is the one function of a tool-calling request.
 const toolSchema = `{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}`
 
-// body is r's request body, streaming or not. Greedy decoding with a fixed seed and
-// ignore_eos make every replica's answer a pure function of the body, which is what lets
-// the checker ask a replica for the answer it must have streamed.
+// body is r's request body, streaming or not. Greedy decoding with a fixed seed makes
+// every replica's answer a pure function of the body, which is what lets the checker know
+// the answer a replica must have streamed.
 func (r *request) body(stream bool) []byte {
-	m := map[string]any{"model": "sim-model", "max_tokens": r.maxTokens, "temperature": 0, "seed": requestSeed, "ignore_eos": true, "stream": stream}
+	m := map[string]any{"model": "sim-model", "max_tokens": r.maxTokens, "temperature": 0, "seed": requestSeed, "stream": stream}
+	if r.ignoreEOS {
+		m["ignore_eos"] = true
+	}
 	if r.choicesN != 1 {
 		m["n"] = r.choicesN
 	}
@@ -106,7 +112,7 @@ func (r *request) body(stream bool) []byte {
 var (
 	actions = []string{"crash", "reset", "reset", "hang", "hang", "status:500", "status:500", "status:429", "status:503",
 		"error", "error", "error:nodone", "error:nodone", "garbage", "garbage", "oversize", "drop", "drop"}
-	points = []string{"accept", "prefill", "computed:0", "computed:2", "sent:0", "sent:1", "sent:3", "sent:6"}
+	points = []string{"accept", "prefill", "computed:0", "computed:2", "sent:0", "sent:1", "sent:3", "sent:6", "sent:14", "computed:22", "sent:30"}
 )
 
 // Shares of the plan's request shapes and client behaviours.
@@ -128,6 +134,8 @@ const (
 	// small receive buffer) long before the engine is done generating it, so the gateway
 	// must notice the stall while the engine still runs and cancel it.
 	stallTokens = 2500
+	// multiChoiceMaxTokens is the sim's longest natural length: no choice is cut by it.
+	multiChoiceMaxTokens = 40
 	// leaveEarlySlow slows a client-that-leaves-before-output's engine so that a keepalive
 	// (150ms) comes before its first token (200ms at the default decode time).
 	leaveEarlySlow = "slow:x100@prefill"
@@ -144,7 +152,7 @@ func drawPlan(cfg Config, rng *rand.Rand) []request {
 
 func drawRequest(i int, cfg Config, rng *rand.Rand) request {
 	prompt := fmt.Sprintf("chaos request %d of seed %d", i, cfg.Seed)
-	r := request{n: i, endpoint: "chat", prompts: []string{prompt}, choicesN: 1, maxTokens: 6 + rng.IntN(10)}
+	r := request{n: i, endpoint: "chat", prompts: []string{prompt}, choicesN: 1, maxTokens: 6 + rng.IntN(10), ignoreEOS: true}
 	switch x := rng.Float64(); {
 	case x < shareChatN2:
 		r.choicesN = 2
@@ -156,6 +164,11 @@ func drawRequest(i int, cfg Config, rng *rand.Rand) request {
 		r.endpoint, r.prompts, r.choicesN = "completions", []string{prompt, prompt + ", the second prompt"}, 2
 	case x < shareChatN2+shareCompletions+sharePromptArray+sharePromptArrayN+shareTools:
 		r.tools = true
+	}
+	if r.choices() > 1 {
+		// Natural lengths (8 to 40 tokens): the choices finish apart, and the late fault
+		// points fall between their ends.
+		r.maxTokens, r.ignoreEOS = multiChoiceMaxTokens, false
 	}
 	switch x := rng.Float64(); {
 	case x < shareContinuous:
@@ -178,9 +191,9 @@ func drawRequest(i int, cfg Config, rng *rand.Rand) request {
 		// should end it is its client.
 		r.client, r.stallAfter = clientStall, rng.IntN(4096)
 		r.endpoint, r.prompts, r.choicesN, r.tools = "chat", []string{prompt}, 1, false
-		r.maxTokens, r.fault, r.faultKind = stallTokens, "", ""
+		r.maxTokens, r.ignoreEOS, r.fault, r.faultKind = stallTokens, true, "", ""
 	case x < shareStall+shareLeave:
-		r.client, r.leaveAfter = clientLeave, rng.IntN(r.maxTokens+1)-1
+		r.client, r.leaveAfter = clientLeave, rng.IntN(min(r.maxTokens, 15)+1)-1
 		r.fault, r.faultKind = "", ""
 		if r.leaveAfter < 0 {
 			r.fault = leaveEarlySlow
