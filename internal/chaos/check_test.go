@@ -249,6 +249,27 @@ func TestCheckerReportsAStalledClientsRequestNotCancelled(t *testing.T) {
 	requireRule(t, h, rStall)
 }
 
+func TestCheckerReportsAStalledKeyedRequestReplayedAsAnythingButCancelled(t *testing.T) {
+	h := cleanHistory(1)
+	h.req.client, h.req.key = clientStall, "k"
+	setEvents(h, roleEvent(0), textEvent(0, " alpha bravo"))
+	h.req.seen.stalled, h.req.seen.stallEnded = true, true
+	h.journal.Outcome = "client_stalled"
+	h.journal.Attempts[0].EndReason, h.journal.Attempts[0].CancelSent = "client_stalled", true
+	h.records[0].Outcome = sim.OutcomeCancelled
+	answer := func(code string) *seen {
+		return &seen{status: http.StatusConflict, requestID: testID, replayed: true, sentAt: time.Now(),
+			raw: []byte(`{"error":{"message":"m","type":"invalid_request_error","param":null,"code":"` + code + `"}}`)}
+	}
+	h.req.retry = answer("idempotency_key_cancelled")
+	if got := rules(h); len(got) > 0 {
+		t.Fatalf("a stalled keyed request replayed as cancelled was reported: %q", got)
+	}
+	// Its client was treated as gone: the key's request was cancelled, not too large to keep.
+	h.req.retry = answer("replay_unavailable")
+	requireRule(t, h, rReplay)
+}
+
 func TestCheckerReportsUsageTheClientDidNotAskFor(t *testing.T) {
 	h := cleanHistory(1)
 	setEvents(h, roleEvent(0), textEvent(0, " alpha bravo"), textEvent(0, " charlie delta"), finishEvent(0),
