@@ -82,9 +82,9 @@ func replay(w http.ResponseWriter, r *http.Request, prev *store.Request) {
 	e := errorOf(prev.Error)
 	switch {
 	case e != nil:
-	case prev.Outcome == store.OutcomeCancelled:
+	case prev.Outcome == store.OutcomeCancelled, prev.Outcome == store.OutcomeClientStalled:
 		e = &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_cancelled",
-			Message: "the request with this Idempotency-Key was cancelled when its client went away; send it again with a new Idempotency-Key"}
+			Message: "the request with this Idempotency-Key was cancelled when its client went away (" + string(prev.Outcome) + "); send it again with a new Idempotency-Key"}
 	default:
 		e = &openai.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "replay_unavailable",
 			Message: "this request finished (" + string(prev.Outcome) + ") but its response was too large to keep for replay; send it again with a new Idempotency-Key"}

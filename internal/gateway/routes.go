@@ -57,6 +57,8 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		wait = min(d, maxWait)
+		// The answer comes after the wait: its write deadline starts then.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.cfg.Policy.ClientWriteTimeout.D()))
 	}
 	rec, err := s.waitRecord(r.Context(), id, wait)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

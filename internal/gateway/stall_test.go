@@ -54,7 +54,7 @@ func endlessEngine(t *testing.T) (url string, gone <-chan struct{}) {
 // stalledClient sends a streaming request over a connection with a small receive buffer,
 // reads the response headers and then never reads again, keeping the connection open: a
 // client whose application stopped consuming the stream. It returns the request id.
-func stalledClient(t *testing.T, gatewayURL, model string) (id string, conn net.Conn) {
+func stalledClient(t *testing.T, gatewayURL, model string, header ...string) (id string, conn net.Conn) {
 	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
@@ -67,7 +67,11 @@ func stalledClient(t *testing.T, gatewayURL, model string) (id string, conn net.
 	}
 	t.Cleanup(func() { conn.Close() })
 	body := fmt.Sprintf(`{"model":%q,"stream":true,"messages":[{"role":"user","content":"go on forever"}]}`, model)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	extra := ""
+	for i := 0; i+1 < len(header); i += 2 {
+		extra += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", extra, len(body), body)
 	br := bufio.NewReaderSize(conn, 512)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -106,7 +110,7 @@ func TestStalledClientIsCutOffAndHarmsNoOne(t *testing.T) {
 	e := &env{t: t, srv: srv, gw: gw}
 	e.client = openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 
-	id, _ := stalledClient(t, srv.URL, "endless")
+	id, _ := stalledClient(t, srv.URL, "endless", "Idempotency-Key", "stalled-1")
 	// While the stalled stream is held, the gateway serves everyone else.
 	for i := 0; i < 3; i++ {
 		r := e.stream(testCtx(t), chatParams(fmt.Sprintf("still there %d?", i), 8))
@@ -134,4 +138,30 @@ func TestStalledClientIsCutOffAndHarmsNoOne(t *testing.T) {
 	if m := e.metrics(); !strings.Contains(m, `fencegate_requests_total{model="endless",outcome="client_stalled"} 1`) {
 		t.Fatalf("metrics lack the stalled request:\n%s", m)
 	}
+	// A retry with the same key: the request was let go, as if its client had left.
+	retry, body := postAPI(t, srv.URL+"/v1/chat/completions", `{"model":"endless","stream":true,"messages":[{"role":"user","content":"go on forever"}]}`,
+		"Idempotency-Key", "stalled-1")
+	if retry.StatusCode != http.StatusConflict || !strings.Contains(string(body), `"code":"idempotency_key_cancelled"`) {
+		t.Fatalf("retry: %d %s", retry.StatusCode, body)
+	}
+}
+
+// A long poll longer than client_write_timeout still gets its answer: the write deadline
+// of GET /v1/requests/{id}?wait= starts after the wait.
+func TestLongPollOutlastsTheWriteTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{sim: func(i int, c *sim.Config) { c.DecodePerToken = 100 * time.Millisecond },
+		config: func(c *config.Config) {
+			c.Policy.ClientWriteTimeout = config.Duration(500 * time.Millisecond)
+			c.Models[0].Replicas[1].Priority = 1 // sim-1 serves
+		}})
+	done := make(chan streamResult, 1)
+	go func() { done <- e.stream(testCtx(t), chatParams("take your time", 15)) }()
+	rec, err := e.sims[0].WaitRecord(testCtx(t), func(r sim.Record) bool { return r.TokensSent > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.record(rec.RequestID); got.Outcome != "completed" { // waits about 1.5 s
+		t.Fatalf("journal %+v", got)
+	}
+	<-done
 }

@@ -26,6 +26,9 @@ const (
 	OutcomeInterrupted Outcome = "interrupted" // upstream failed after the delivery boundary
 	OutcomeFailed      Outcome = "failed"      // ended with an error before any output
 	OutcomeCancelled   Outcome = "cancelled"   // the client went away
+	// OutcomeClientStalled: the client stopped accepting bytes for client_write_timeout
+	// and was let go, its upstream cancelled.
+	OutcomeClientStalled Outcome = "client_stalled"
 )
 
 // Request is one logical request as the journal records it.
