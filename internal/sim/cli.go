@@ -71,6 +71,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Task, "task", TaskGenerate, `what the model does: "generate" (chat, completions, messages, responses) or "embed" (embeddings)`)
 	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", defaultEmbeddingDim, "length of an embed model's vectors")
 	fs.BoolVar(&cfg.EnableResponsesStore, "enable-responses-store", false, "keep Responses API responses, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "require this bearer key on /v1 requests, as vLLM's --api-key")
 	fs.StringVar(&fingerprint, "fingerprint", "", "comma-separated key=value labels overriding the default fingerprint")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -54,6 +54,12 @@ type Config struct {
 	// store lives in the replica's process: a crash empties it.
 	EnableResponsesStore bool
 
+	// APIKey is vLLM's --api-key: every /v1 request must carry
+	// "Authorization: Bearer <APIKey>", else 401 {"error":"Unauthorized"};
+	// /health, /metrics and /tokenize stay open, as vLLM's middleware only
+	// guards /v1. Empty: no key.
+	APIKey string
+
 	// Fingerprint holds labels exposed in vllm:cache_config_info and in the
 	// /v1/models card. Keys given here override the defaults (see
 	// defaultFingerprint); keys must be valid Prometheus label names.

@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 )
 
 // routes builds the replica's HTTP surface: vLLM's API server endpoints
@@ -35,7 +37,24 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"}) // FastAPI's 404
 	})
-	return s.tracked(mux)
+	return s.tracked(s.authenticated(mux))
+}
+
+// authenticated is vLLM's AuthenticationMiddleware with --api-key: requests whose path
+// starts with /v1 (OPTIONS excepted) need the key as a bearer token.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	if s.cfg.APIKey == "" {
+		return next
+	}
+	want := "Bearer " + s.cfg.APIKey
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodOptions && strings.HasPrefix(r.URL.Path, "/v1") &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // readBody reads a request body, bounded by maxBodyBytes.
