@@ -84,6 +84,10 @@ type Model struct {
 	// When every replica is at a limit, new requests get 429 with Retry-After at once instead
 	// of queueing without bound. Default 32; 0 keeps the default, -1 disables.
 	MaxQueue int `yaml:"max_queue"`
+	// APIKeyFile and APIKeyEnv are the default engine credentials of the pool's replicas
+	// (see Replica.APIKeyFile).
+	APIKeyFile string `yaml:"api_key_file"`
+	APIKeyEnv  string `yaml:"api_key_env"`
 	// Affinity sends requests that share a long prompt prefix to the replica likely to have
 	// it cached, within a load bound.
 	Affinity Affinity `yaml:"affinity"`
@@ -117,6 +121,12 @@ type Replica struct {
 	// KVCacheDomain names a group of replicas that share a KV cache; their fingerprints
 	// must be identical.
 	KVCacheDomain string `yaml:"kv_cache_domain"`
+	// APIKeyFile or APIKeyEnv name where the engine's own API key is (vLLM's and SGLang's
+	// --api-key): a file holding it, or an environment variable. The gateway sends it as
+	// "Authorization: Bearer" to the engine (and through its agent); it never appears in
+	// logs or /readyz. Default: the model's.
+	APIKeyFile string `yaml:"api_key_file"`
+	APIKeyEnv  string `yaml:"api_key_env"`
 	// Engine names the engine behind the URL: vllm, sglang, llamacpp, tgi or generic.
 	// Default: found from the engine's metrics (vllm:*, sglang:*), else generic. It decides
 	// engine-specific requests, such as per-chunk token usage (vLLM and SGLang).

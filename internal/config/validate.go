@@ -140,6 +140,9 @@ func (m *Model) validate(field string) error {
 	if len(m.Replicas) == 0 {
 		return fmt.Errorf("%s.replicas: at least one replica is required", field)
 	}
+	if m.APIKeyFile != "" && m.APIKeyEnv != "" {
+		return fmt.Errorf("%s: api_key_file and api_key_env are both set; choose one", field)
+	}
 	seen := map[string]bool{}
 	for j := range m.Replicas {
 		r := &m.Replicas[j]
@@ -161,6 +164,9 @@ func (m *Model) validate(field string) error {
 		seen[r.Name] = true
 		if r.Priority < 0 {
 			return fmt.Errorf("%s.priority: %d must be >= 0", f, r.Priority)
+		}
+		if r.APIKeyFile != "" && r.APIKeyEnv != "" {
+			return fmt.Errorf("%s: api_key_file and api_key_env are both set; choose one", f)
 		}
 		if r.Engine != "" && !slices.Contains(EngineKinds, r.Engine) {
 			return fmt.Errorf("%s.engine: %q is not one of %s", f, r.Engine, strings.Join(EngineKinds, ", "))
