@@ -1,5 +1,5 @@
-// Package enginemetrics reads an inference engine's Prometheus metrics (vLLM's or SGLang's
-// names) into the few numbers routing needs: requests running and waiting, KV cache usage,
+// Package enginemetrics reads an inference engine's Prometheus metrics (vLLM's, SGLang's or
+// llama.cpp server's names) into the few numbers routing needs: requests running and waiting, KV cache usage,
 // and the cache configuration labels that are part of a replica's fingerprint.
 //
 // It parses text it is given and does no I/O of its own.
@@ -27,16 +27,22 @@ type Snapshot struct {
 	Model string
 	// Known is false when none of the known metric names was present.
 	Known bool
-	// Engine names the engine whose metric names were found: "vllm", "sglang" or "".
+	// Engine names the engine whose metric names were found: "vllm", "sglang", "llamacpp"
+	// or "".
 	Engine string
 }
 
 // Names of the metrics read, per engine. A gauge may be exported with several label sets
 // (one per model or per rank); the values are summed.
+//
+// llama.cpp's server (started with --metrics) exports its slots in use as
+// llamacpp:requests_processing and the tasks waiting for a free slot as
+// llamacpp:requests_deferred, both without labels. Servers before the KV cache was unified
+// also exported llamacpp:kv_cache_usage_ratio (0..1); current ones export no KV usage.
 var (
-	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
-	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"}
+	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"}
 )
 
 // Parse reads Prometheus text exposition format.
@@ -133,6 +139,8 @@ func engineOf(fams map[string]*dto.MetricFamily) string {
 			return "vllm"
 		case strings.HasPrefix(name, "sglang:"):
 			return "sglang"
+		case strings.HasPrefix(name, "llamacpp:"):
+			return "llamacpp"
 		}
 	}
 	return ""

@@ -48,3 +48,70 @@ func TestParse(t *testing.T) {
 		t.Fatal("garbage must not parse")
 	}
 }
+
+// llamacppText is llama-server's /metrics (version 0.7.0, build 11669, started with
+// --metrics --parallel 2) while two requests held both slots and a third waited for one.
+// Its counters of generated tokens count finished requests only.
+const llamacppText = `# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 10
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 0
+# HELP llamacpp:prompt_seconds_total Total time spent processing prompts
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 0.006466
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 0
+# HELP llamacpp:tokens_predicted_seconds_total Total time spent generating tokens
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 0
+# HELP llamacpp:n_decode_total Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding
+# TYPE llamacpp:n_decode_total counter
+llamacpp:n_decode_total 962
+# HELP llamacpp:n_tokens_max Largest observed sequence length (prompt + generation)
+# TYPE llamacpp:n_tokens_max counter
+llamacpp:n_tokens_max 966
+# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated
+# TYPE llamacpp:spec_decode_num_draft_tokens_total counter
+llamacpp:spec_decode_num_draft_tokens_total 0
+# HELP llamacpp:spec_decode_num_accepted_tokens_total Speculative: Total draft tokens accepted by the target model
+# TYPE llamacpp:spec_decode_num_accepted_tokens_total counter
+llamacpp:spec_decode_num_accepted_tokens_total 0
+# HELP llamacpp:spec_decode_num_drafts_total Speculative: Total speculative decoding verification steps
+# TYPE llamacpp:spec_decode_num_drafts_total counter
+llamacpp:spec_decode_num_drafts_total 0
+# HELP llamacpp:prompt_tokens_seconds Average prompt throughput in tokens/s
+# TYPE llamacpp:prompt_tokens_seconds gauge
+llamacpp:prompt_tokens_seconds 1546.55
+# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s
+# TYPE llamacpp:predicted_tokens_seconds gauge
+llamacpp:predicted_tokens_seconds 0
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 2
+# HELP llamacpp:requests_deferred Number of requests deferred
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 1
+# HELP llamacpp:n_busy_slots_per_decode Average number of busy slots per llama_decode() call
+# TYPE llamacpp:n_busy_slots_per_decode gauge
+llamacpp:n_busy_slots_per_decode 2
+`
+
+// llama.cpp's server: its slots in use are the running requests, its deferred tasks the
+// waiting ones; an older server's KV cache ratio is read too.
+func TestParseLlamacpp(t *testing.T) {
+	s, err := Parse(strings.NewReader(llamacppText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Known || s.Running != 2 || s.Waiting != 1 || s.KVUsage != 0 || s.Engine != "llamacpp" || s.Model != "" || s.CacheConfig != nil {
+		t.Fatalf("llamacpp %+v", s)
+	}
+	older := "# TYPE llamacpp:kv_cache_usage_ratio gauge\nllamacpp:kv_cache_usage_ratio 0.5\n# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
+	s, err = Parse(strings.NewReader(older))
+	if err != nil || !s.Known || s.Running != 1 || s.Waiting != 0 || s.KVUsage != 0.5 || s.Engine != "llamacpp" {
+		t.Fatalf("older llamacpp %+v %v", s, err)
+	}
+}
