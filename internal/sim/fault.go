@@ -12,6 +12,7 @@ import (
 //	crash@computed:3
 //	slow:x4@prefill,reset@sent:10;on=replica-b
 //	error:nodone@sent:2
+//	error:hang@sent:4
 //
 // faultHelp lists the actions and points; their constants below say more.
 // parseFaultSpec is the one place that knows the grammar. A fault is armed
@@ -29,6 +30,8 @@ ACTION:
                  with --done-after-stream-error)
   error          vLLM's engine error: HTTP 500, or after stream headers its error event, then [DONE]
   error:nodone   as error, but the stream ends right after the error event
+  error:hang     as error, but after the error event the stream neither ends nor sends
+                 anything more, connection open (before stream headers: the HTTP 500 of error)
   garbage        one malformed SSE event (truncated JSON), then silence, connection open
   oversize       one SSE event of more than 4 MiB, then silence, connection open
   drop           close the connection (FIN) without another byte; at accept, after reading the request
@@ -44,10 +47,13 @@ Each endpoint writes what it writes in its own shape, as vLLM does:
                      (request validation errors keep the OpenAI shape); after stream headers,
                      status:N, error and error:nodone send one "event: error" (internal_error:
                      vLLM's converter fails on the chat error event) and end the stream without
-                     message_stop; garbage/oversize a content_block_delta
+                     message_stop; error:hang sends that event and stays silent;
+                     garbage/oversize a content_block_delta
   /v1/responses      errors in the OpenAI shape before the stream; after stream headers status:N,
                      error and error:nodone close the connection inside the chunked body (vLLM
-                     has no error event there); garbage/oversize a response.output_text.delta
+                     has no error event there); error:hang sends the Responses API's own
+                     "event: error" (as OpenAI's API does) and stays silent;
+                     garbage/oversize a response.output_text.delta
   /v1/embeddings     never streams; computed:K and sent:K never fire (no output tokens)
 `
 
@@ -65,6 +71,9 @@ const (
 	// 500, after them the error event vLLM's stream generators yield on a
 	// GenerationError ("Internal server error", InternalServerError, 500),
 	// then data: [DONE] as they do, unless the item says error:nodone.
+	// error:hang writes the error event and then holds the stream open
+	// without another byte: an engine whose failure report is not
+	// followed by the end of its stream, so nothing proves it stopped.
 	actionError
 
 	// actionGarbage writes one SSE data event whose JSON is cut short, as
@@ -115,6 +124,7 @@ type fault struct {
 	status int     // for actionStatus
 	factor float64 // for actionSlow
 	noDone bool    // for actionError: no data: [DONE] after the error event
+	hang   bool    // for actionError: the stream is held open after the error event
 	point  faultPoint
 	token  int    // K of computed:K / sent:K
 	on     string // replica name it is restricted to; "" = any
@@ -178,6 +188,8 @@ func (f *fault) parseAction(s string) error {
 		f.action = actionError
 	case s == "error:nodone":
 		f.action, f.noDone = actionError, true
+	case s == "error:hang":
+		f.action, f.hang = actionError, true
 	case s == "garbage":
 		f.action = actionGarbage
 	case s == "oversize":
@@ -197,7 +209,7 @@ func (f *fault) parseAction(s string) error {
 		}
 		f.action, f.factor = actionSlow, n
 	default:
-		return fmt.Errorf("unknown action %q (want crash, reset, hang, status:N, error, error:nodone, garbage, oversize, drop or slow:xN)", s)
+		return fmt.Errorf("unknown action %q (want crash, reset, hang, status:N, error, error:nodone, error:hang, garbage, oversize, drop or slow:xN)", s)
 	}
 	return nil
 }

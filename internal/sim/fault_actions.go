@@ -44,7 +44,12 @@ func (g *generation) fire(point faultPoint, k int) bool {
 			g.failAt(apiError{status: f.status, message: fmt.Sprintf("simulated engine error %d (fault %s)", f.status, f.text)}, g.s.cfg.DoneAfterStreamError)
 		case actionError:
 			// vLLM's GenerationError, in the words of its stream generators.
-			g.failAt(apiError{status: http.StatusInternalServerError, message: "Internal server error"}, !f.noDone)
+			e := apiError{status: http.StatusInternalServerError, message: "Internal server error"}
+			if f.hang {
+				g.failHeld(e)
+				break
+			}
+			g.failAt(e, !f.noDone)
 		case actionGarbage:
 			g.garbage()
 		case actionOversize:
@@ -119,6 +124,20 @@ func (g *generation) failAt(e apiError, done bool) {
 		// connection closes without the chunked body's terminator.
 		_ = g.hijack().Close()
 	}
+}
+
+// failHeld is the error:hang fault: after the stream headers, the
+// endpoint's error event and then silence with the connection open, so the
+// client learns of a failure but never of its end. Before the headers an
+// error is a whole HTTP reply, which ends the request as failAt does.
+func (g *generation) failHeld(e apiError) {
+	if !g.headersSent {
+		g.fail(e)
+		return
+	}
+	g.out.reset()
+	g.out.heldFailure(e)
+	g.writeBroken(g.out.bytes(), OutcomeErrorHung)
 }
 
 // startReply sends a 200 and its headers if none were sent yet, for faults

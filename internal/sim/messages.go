@@ -705,6 +705,9 @@ func (w *messagesWire) failure(e apiError, _ bool) bool {
 	return false
 }
 
+// heldFailure is the converter's error event, as failure writes it.
+func (w *messagesWire) heldFailure(e apiError) { w.failure(e, false) }
+
 // pydanticVersion is the pydantic release whose documentation links
 // pydantic's validation messages carry.
 const pydanticVersion = "2.12"

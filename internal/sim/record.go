@@ -31,16 +31,17 @@ type Record struct {
 
 // Values of Record.Outcome.
 const (
-	OutcomeFinished  = "finished"  // the reply was completed
-	OutcomeCancelled = "cancelled" // the client went away
-	OutcomeCrashed   = "crashed"   // the replica crashed (or was closed) while the request ran
-	OutcomeReset     = "reset"     // a reset fault cut this connection
-	OutcomeHung      = "hung"      // the request ended while a hang fault held it
-	OutcomeError     = "error"     // an error reply or event: a status or error fault, or an invalid request
-	OutcomeRejected  = "rejected"  // the waiting queue was full
-	OutcomeGarbage   = "garbage"   // a garbage fault wrote a malformed event; ended when the client left
-	OutcomeOversize  = "oversize"  // an oversize fault wrote an event over 4 MiB; ended when the client left
-	OutcomeDropped   = "dropped"   // a drop fault closed the connection without a response (byte)
+	OutcomeFinished  = "finished"   // the reply was completed
+	OutcomeCancelled = "cancelled"  // the client went away
+	OutcomeCrashed   = "crashed"    // the replica crashed (or was closed) while the request ran
+	OutcomeReset     = "reset"      // a reset fault cut this connection
+	OutcomeHung      = "hung"       // the request ended while a hang fault held it
+	OutcomeError     = "error"      // an error reply or event: a status or error fault, or an invalid request
+	OutcomeRejected  = "rejected"   // the waiting queue was full
+	OutcomeGarbage   = "garbage"    // a garbage fault wrote a malformed event; ended when the client left
+	OutcomeOversize  = "oversize"   // an oversize fault wrote an event over 4 MiB; ended when the client left
+	OutcomeDropped   = "dropped"    // a drop fault closed the connection without a response (byte)
+	OutcomeErrorHung = "error_hung" // an error:hang fault wrote its error event and held the stream open; ended when the client left
 )
 
 // recordBook keeps every request's record in arrival order and wakes

@@ -893,6 +893,24 @@ func (w *responsesWire) close(int) {
 // failure: vLLM has no error event here; the server drops the connection.
 func (w *responsesWire) failure(apiError, bool) bool { return true }
 
+// heldFailure writes the Responses API's own error event (openai-python's
+// ResponseErrorEvent: code, message, param, sequence_number, type), which
+// vLLM never sends but OpenAI's API and its clients know: the one way a
+// Responses stream can report a failure and stay open.
+func (w *responsesWire) heldFailure(e apiError) {
+	code := e.errType()
+	if e.status >= 500 {
+		code = "server_error"
+	}
+	w.event("error")
+	w.buf = append(w.buf, `{"code":`...)
+	w.buf = append(w.buf, jsonText(code)...)
+	w.buf = append(w.buf, `,"message":`...)
+	w.buf = append(w.buf, jsonText(e.message)...)
+	w.buf = append(w.buf, `,"param":null`...)
+	w.tail("error")
+}
+
 func (w *responsesWire) garbage() []byte {
 	b := []byte("event: response.output_text.delta\ndata: ")
 	return append(b, `{"content_index":0,"delta":"`+"\n\n"...)

@@ -45,6 +45,11 @@ type streamWire interface {
 	// reports true when the endpoint has no such event and its server
 	// instead drops the connection in the middle of the body.
 	failure(e apiError, done bool) (cut bool)
+	// heldFailure appends the endpoint's error event for e for a stream
+	// that is then held open (error:hang): an event even where vLLM's
+	// server would drop the connection instead, since the fault is a
+	// report of failure that no end follows.
+	heldFailure(e apiError)
 	// garbage is one event cut off inside its JSON; oversize one valid
 	// event of more than oversizeBytes.
 	garbage() []byte
@@ -170,6 +175,8 @@ func (w *openAIWire) failure(e apiError, done bool) bool {
 	}
 	return false
 }
+
+func (w *openAIWire) heldFailure(e apiError) { w.failure(e, false) }
 
 func (w *openAIWire) garbage() []byte {
 	b := append([]byte(nil), w.enc.head...)
