@@ -5,6 +5,8 @@ package config
 type Config struct {
 	// Listen is the gateway's HTTP address. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
+	// TLS, when set, serves HTTPS on Listen instead of plain HTTP.
+	TLS TLS `yaml:"tls"`
 	// Models lists the pools: one per served model name.
 	Models []Model `yaml:"models"`
 	// Policy is the failover policy of docs/design.md §3.

@@ -54,6 +54,9 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("listen: %q is not host:port: %w", c.Listen, err)
 	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("models: at least one model is required")
 	}
