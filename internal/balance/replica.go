@@ -81,6 +81,18 @@ func (r *Replica) StateAt(now time.Time, lim Limits) State {
 	return Healthy
 }
 
+// AvailableAt is when a replica that is dead after a dial failure or overloaded after an
+// engine's "busy" is expected back (zero when it is not waiting out either).
+func (r *Replica) AvailableAt(now time.Time) time.Time {
+	t := time.Time{}
+	for _, u := range []time.Time{r.deadUntil, r.overloadedUntil} {
+		if now.Before(u) && (t.IsZero() || u.Before(t)) {
+			t = u
+		}
+	}
+	return t
+}
+
 // Reason is why the replica is out of rotation ("" when healthy).
 func (r *Replica) Reason() string {
 	if r.incompatible != "" {

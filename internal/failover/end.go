@@ -68,6 +68,9 @@ func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cance
 // uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
 // its rerun waits for EvFenced, so two attempts are never alive together.
 func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial bool) {
+	if n := len(m.attempts); dial && n > 0 && m.attempts[n-1].N == attempt {
+		m.attempts[n-1].Dial = true
+	}
 	d := m.shouldRerun(class, dial, now)
 	await := d == rerun && class == Uncertain
 	m.endAttempt(now, reason, class, true, await)

@@ -62,6 +62,8 @@ type AttemptInfo struct {
 	Failure   FailureClass
 	// Fenceable: the attempt held a worker-side lease.
 	Fenceable bool
+	// Dial: the attempt never reached its replica (nothing ran there).
+	Dial bool
 }
 
 // attemptPhase is where the current attempt is.

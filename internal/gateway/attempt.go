@@ -54,6 +54,7 @@ type attempt struct {
 	// counted is the output tokens counted so far per choice index (below 64).
 	usage   bool
 	counted [64]int
+	key     string // the engine's API key
 	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	link  *agentLink
 	epoch uint64
@@ -119,6 +120,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	if rn.wantUsage && p.usagePerChunk {
 		body, a.usage = rn.usageBody(), true
 	}
+	a.key = p.key
 	req, err := rn.upstreamRequest(a, body)
 	if err != nil {
 		// A replica URL that does not make a request: configuration validation prevents
@@ -154,6 +156,7 @@ func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
 	if rn.req.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
+	setEngineKey(req.Header, a.key)
 	req.Header.Set("X-Request-Id", rn.id)
 	req.Header.Set(agent.HeaderAttempt, a.id)
 	if a.link != nil {

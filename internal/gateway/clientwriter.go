@@ -134,8 +134,12 @@ func (cw *clientWriter) writeError(p sse.Protocol, e *openai.Error, asEvent bool
 		return
 	}
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		retry := "1"
+		if e.RetryAfter > 0 {
+			retry = strconv.Itoa(e.RetryAfter) // the engine's own
+		}
 		if cw.w.Header().Get("Retry-After") == "" {
-			cw.w.Header().Set("Retry-After", "1")
+			cw.w.Header().Set("Retry-After", retry)
 		}
 	}
 	cw.status = e.Status

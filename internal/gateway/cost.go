@@ -80,7 +80,7 @@ func (rn *run) countPromptTokens() bool {
 		defer cancel()
 		n := 0
 		for _, tg := range targets {
-			if count, ok := s.tokenize(ctx, tg.url, req); ok {
+			if count, ok := s.tokenize(ctx, tg, req); ok {
 				n = count
 				break
 			}
@@ -94,7 +94,7 @@ func (rn *run) countPromptTokens() bool {
 }
 
 // tokenize calls vLLM's (and the simulator's) POST /tokenize.
-func (s *Server) tokenize(ctx context.Context, url string, req *openai.Request) (int, bool) {
+func (s *Server) tokenize(ctx context.Context, tg target, req *openai.Request) (int, bool) {
 	var body struct {
 		Model    string          `json:"model"`
 		Prompt   json.RawMessage `json:"prompt,omitempty"`
@@ -114,10 +114,11 @@ func (s *Server) tokenize(ctx context.Context, url string, req *openai.Request) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, tokenizeTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/tokenize", bytes.NewReader(b))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url+"/tokenize", bytes.NewReader(b))
 	if err != nil {
 		return 0, false
 	}
+	setEngineKey(hr.Header, tg.key)
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(hr)
 	if err != nil {

@@ -296,6 +296,9 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		}
 		rn.finish(a.Outcome, nil, now)
 	case failover.ActFail:
+		if a.Err.RetryAfter == 0 && (a.Err.Status == http.StatusTooManyRequests || a.Err.Status == http.StatusServiceUnavailable) {
+			a.Err.RetryAfter = rn.pool.retryAfter(now)
+		}
 		rn.cw.writeError(rn.proto, a.Err, a.AsEvent, rn.st)
 		rn.finish(a.Outcome, a.Err, now)
 	}

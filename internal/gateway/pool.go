@@ -31,6 +31,11 @@ type pool struct {
 	// engines is each replica's engine as configured; detected as its metrics tell.
 	engines  map[string]string
 	detected map[string]string
+	// keys are the replicas' engine API keys ("" when none is configured).
+	keys map[string]string
+	// unauthorized says why a replica refused the gateway's credentials (401/403); it
+	// stays out until an authenticated check of it succeeds.
+	unauthorized map[string]string
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
@@ -43,6 +48,8 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		prefixes:      newPrefixMemory(100_000),
 		engines:       make(map[string]string),
 		detected:      make(map[string]string),
+		keys:          make(map[string]string),
+		unauthorized:  make(map[string]string),
 		affinityBytes: m.Affinity.PrefixBytes,
 		allowCross:    c.Policy.AllowCrossFingerprintRerun,
 	}
@@ -75,6 +82,7 @@ type pick struct {
 	// usagePerChunk: the engine reports token usage in every chunk when asked
 	// (continuous_usage_stats: vLLM, SGLang).
 	usagePerChunk bool
+	key           string // the engine's API key
 }
 
 // acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
@@ -83,9 +91,14 @@ type pick struct {
 func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A rerun stays within the fingerprint of the first attempt that reached a replica
+	// (one that never did ran nothing there).
 	var first *balance.Replica
-	if infos := rn.m.Attempts(); len(infos) > 0 {
-		first = p.b.Find(infos[0].Replica)
+	for _, info := range rn.m.Attempts() {
+		if !info.Dial {
+			first = p.b.Find(info.Replica)
+			break
+		}
 	}
 	exclude := func(r *balance.Replica) bool {
 		if rn.pinned != "" && r.Name != rn.pinned {
@@ -104,7 +117,8 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 	if engine == "" {
 		engine = p.detected[c.Replica.Name]
 	}
-	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang"}
+	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
+		key: p.keys[c.Replica.Name]}
 }
 
 // release ends attempt a on the named replica.
@@ -198,4 +212,22 @@ func (p *pool) revision(name string) string {
 		return r.Fingerprint["revision"]
 	}
 	return ""
+}
+
+// retryAfter is the number of seconds after which a replica of the pool waiting out a dial
+// failure or an engine's "busy" is expected back (at least 1, at most 60), for the
+// Retry-After of a request no replica could take.
+func (p *pool) retryAfter(now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	soonest := time.Time{}
+	for _, r := range p.b.Replicas {
+		if t := r.AvailableAt(now); !t.IsZero() && (soonest.IsZero() || t.Before(soonest)) {
+			soonest = t
+		}
+	}
+	if soonest.IsZero() {
+		return 1
+	}
+	return min(max(int((soonest.Sub(now)+time.Second-1)/time.Second), 1), 60)
 }

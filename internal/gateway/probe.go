@@ -12,7 +12,7 @@ import (
 // that does not answer delays no other's probe.
 func (s *Server) probePool(ctx context.Context, p *pool) {
 	eachTarget(p, func(tg target) {
-		ok, reason := s.probe(ctx, tg.url)
+		ok, reason := s.probe(ctx, tg)
 		if ctx.Err() == nil {
 			p.probeResult(tg.name, ok, reason)
 		}
@@ -32,13 +32,14 @@ func eachTarget(p *pool, f func(target)) {
 	wg.Wait()
 }
 
-func (s *Server) probe(ctx context.Context, url string) (bool, string) {
+func (s *Server) probe(ctx context.Context, tg target) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/health", nil)
 	if err != nil {
 		return false, "probe: " + err.Error()
 	}
+	setEngineKey(req.Header, tg.key)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return false, "probe: " + err.Error()

@@ -23,10 +23,15 @@ const maxMetricsBody = 4 << 20
 // load shedding use, and the fingerprint labels checked against the configuration.
 func (s *Server) scrapePool(ctx context.Context, p *pool) {
 	eachTarget(p, func(tg target) {
-		if models, err := s.servedModels(ctx, tg.url); err == nil {
+		models, status, err := s.servedModels(ctx, tg)
+		switch {
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			p.refusedCredentials(s, tg.name, status)
+		case err == nil:
+			p.credentialsAccepted(s, tg.name)
 			p.checkModel(tg.name, models)
 		}
-		snap, err := s.scrape(ctx, tg.url)
+		snap, err := s.scrape(ctx, tg)
 		if ctx.Err() != nil || err != nil || !snap.Known {
 			return // an engine without these metrics is routed on outstanding requests alone
 		}
@@ -34,17 +39,20 @@ func (s *Server) scrapePool(ctx context.Context, p *pool) {
 	})
 }
 
-// servedModels reads the model ids an engine serves from its /v1/models.
-func (s *Server) servedModels(ctx context.Context, url string) ([]string, error) {
+// servedModels reads the model ids an engine serves from its /v1/models, with the
+// replica's credentials (vLLM guards every /v1 path with its --api-key). It returns the
+// engine's status too, so that a refusal of the credentials is told apart.
+func (s *Server) servedModels(ctx context.Context, tg target) ([]string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/v1/models", nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	setEngineKey(req.Header, tg.key)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	var list struct {
@@ -53,16 +61,48 @@ func (s *Server) servedModels(ctx context.Context, url string) ([]string, error)
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("models: status %d", resp.StatusCode)
+		return nil, resp.StatusCode, fmt.Errorf("models: status %d", resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetricsBody)).Decode(&list); err != nil || len(list.Data) == 0 {
-		return nil, fmt.Errorf("models: no model list")
+		return nil, resp.StatusCode, fmt.Errorf("models: no model list")
 	}
 	ids := make([]string, 0, len(list.Data))
 	for _, m := range list.Data {
 		ids = append(ids, m.ID)
 	}
-	return ids, nil
+	return ids, resp.StatusCode, nil
+}
+
+// refusedCredentials keeps a replica that refused the gateway's credentials out of the
+// pool, with the reason in /readyz, and says so loudly: it is a configuration mistake
+// that no request can work around.
+func (p *pool) refusedCredentials(s *Server, name string, status int) {
+	p.mu.Lock()
+	was := p.unauthorized[name]
+	why := fmt.Sprintf("engine answered %d to the gateway's credentials: its api_key_file/api_key_env is missing or wrong", status)
+	if p.keys[name] == "" {
+		why = fmt.Sprintf("engine answered %d: it requires an API key and none is configured for it (api_key_file/api_key_env)", status)
+	}
+	p.unauthorized[name] = why
+	p.updateIncompatible(name)
+	p.mu.Unlock()
+	if was == "" {
+		s.log.Error("replica refused the gateway's credentials; it gets no work until they are fixed", "model", p.b.Model, "replica", name, "status", status)
+	}
+}
+
+// credentialsAccepted clears a refusal once an authenticated check succeeds.
+func (p *pool) credentialsAccepted(s *Server, name string) {
+	p.mu.Lock()
+	was := p.unauthorized[name]
+	if was != "" {
+		p.unauthorized[name] = ""
+		p.updateIncompatible(name)
+	}
+	p.mu.Unlock()
+	if was != "" {
+		s.log.Info("replica accepts the gateway's credentials again", "model", p.b.Model, "replica", name)
+	}
 }
 
 // checkModel keeps a replica out of a pool whose model it does not serve (a replica
@@ -78,13 +118,14 @@ func (p *pool) checkModel(name string, served []string) {
 	p.updateIncompatible(name)
 }
 
-func (s *Server) scrape(ctx context.Context, url string) (enginemetrics.Snapshot, error) {
+func (s *Server) scrape(ctx context.Context, tg target) (enginemetrics.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/metrics", nil)
 	if err != nil {
 		return enginemetrics.Snapshot{}, err
 	}
+	setEngineKey(req.Header, tg.key)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return enginemetrics.Snapshot{}, err
@@ -96,14 +137,15 @@ func (s *Server) scrape(ctx context.Context, url string) (enginemetrics.Snapshot
 	return enginemetrics.Parse(io.LimitReader(resp.Body, maxMetricsBody))
 }
 
-type target struct{ name, url string }
+// target is a replica as the background checks reach it.
+type target struct{ name, url, key string }
 
 func (p *pool) targets() []target {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]target, 0, len(p.b.Replicas))
 	for _, r := range p.b.Replicas {
-		out = append(out, target{r.Name, r.URL})
+		out = append(out, target{r.Name, r.URL, p.keys[r.Name]})
 	}
 	return out
 }
@@ -156,7 +198,7 @@ func (p *pool) updateIncompatible(name string) {
 		return
 	}
 	var reasons []string
-	for _, why := range []string{p.wrongModel[name], p.fpMismatch[name]} {
+	for _, why := range []string{p.unauthorized[name], p.wrongModel[name], p.fpMismatch[name]} {
 		if why != "" {
 			reasons = append(reasons, why)
 		}

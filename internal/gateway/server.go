@@ -86,8 +86,16 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	s.bufs.New = func() any { b := make([]byte, readChunk); return &b }
 	s.active = make(map[*run]struct{})
 	s.idle = sync.NewCond(&s.activeMu)
-	for _, m := range cfg.Models {
-		s.pools[m.Name] = newPool(m, cfg, s.now())
+	for i, m := range cfg.Models {
+		p := newPool(m, cfg, s.now())
+		for j, r := range m.Replicas {
+			key, err := engineKey(m, j, fmt.Sprintf("models[%d].replicas[%d]", i, j))
+			if err != nil {
+				return nil, fmt.Errorf("gateway: %w", err)
+			}
+			p.keys[r.Name] = key
+		}
+		s.pools[m.Name] = p
 		s.models = append(s.models, m.Name)
 	}
 	s.keys = buildKeys(cfg.Auth)

@@ -35,12 +35,25 @@ func (rn *run) onUpstream(msg upMsg) {
 	case upFailed:
 		rn.upstreamError(a, msg.err)
 	case upStatus:
-		f := upstream.ClassifyStatus(msg.status)
-		if f.Class == failover.Overloaded {
-			// An explicit "busy": keep new work off this replica for its Retry-After.
-			rn.pool.overloaded(a.replica, rn.now().Add(upstream.RetryAfter(msg.header, time.Second)), f.Reason)
+		if msg.status == http.StatusUnauthorized || msg.status == http.StatusForbidden {
+			// The engine refused the gateway's credentials: a configuration mistake, not the
+			// client's. The request never reached the model, so it is rerun elsewhere at no
+			// cost, and the replica stays out until its credentials work.
+			rn.pool.refusedCredentials(rn.s, a.replica, msg.status)
+			rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead,
+				Reason: "engine_unauthorized", Dial: true, Err: openai.NormalizeEngineError(msg.status, msg.body)})
+			return
 		}
-		rn.failAttempt(a, f, openai.NormalizeEngineError(msg.status, msg.body))
+		f := upstream.ClassifyStatus(msg.status)
+		e := openai.NormalizeEngineError(msg.status, msg.body)
+		if f.Class == failover.Overloaded {
+			// An explicit "busy": keep new work off this replica for its Retry-After, and
+			// tell the client the engine's own when no replica can take the request.
+			wait := upstream.RetryAfter(msg.header, time.Second)
+			rn.pool.overloaded(a.replica, rn.now().Add(wait), f.Reason)
+			e.RetryAfter = int((wait + time.Second - 1) / time.Second)
+		}
+		rn.failAttempt(a, f, e)
 	case upBody:
 		rn.onBody(a, msg.body)
 	}

@@ -32,6 +32,8 @@ type Error struct {
 	Retryable             *bool  // "retryable": a new request with the same input may succeed
 
 	Status int `json:"-"` // HTTP status to use when headers are not sent yet
+	// RetryAfter is the Retry-After to answer with (seconds), when the engine gave one.
+	RetryAfter int `json:"-"`
 }
 
 // Error implements the error interface: "code: message", or "type: message"

@@ -130,6 +130,10 @@ func ClassifyStatus(status int) Failure {
 		return Failure{Class: failover.Overloaded, Reason: "engine_status_429"}
 	case status == http.StatusServiceUnavailable:
 		return Failure{Class: failover.Overloaded, Reason: "engine_status_503"}
+	case status == http.StatusFailedDependency:
+		// TGI's 424: generation failed in the engine (out of GPU memory, say), not the
+		// client's input.
+		return Failure{Class: failover.Dead, Reason: "engine_status_424"}
 	case status >= 500, status < 400:
 		// A 5xx is the engine failing; anything below 400 but 200 is not an answer the
 		// OpenAI protocol has, so the engine is treated as broken, not the input.

@@ -455,6 +455,7 @@ func TestClassifyStatus(t *testing.T) {
 	for status, want := range map[int]failover.FailureClass{
 		429: failover.Overloaded, 503: failover.Overloaded, 500: failover.Dead, 502: failover.Dead,
 		400: failover.Rejected, 404: failover.Rejected, 422: failover.Rejected, 204: failover.Dead, 302: failover.Dead,
+		424: failover.Dead, // TGI: generation failed in the engine
 	} {
 		if f := ClassifyStatus(status); f.Class != want {
 			t.Errorf("status %d → %v, want %v", status, f.Class, want)
