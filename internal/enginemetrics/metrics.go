@@ -27,8 +27,8 @@ type Snapshot struct {
 	Model string
 	// Known is false when none of the known metric names was present.
 	Known bool
-	// Engine names the engine whose metric names were found: "vllm", "sglang", "llamacpp"
-	// or "".
+	// Engine names the engine whose metric names were found: "vllm", "sglang", "llamacpp",
+	// "tgi" or "".
 	Engine string
 }
 
@@ -39,9 +39,12 @@ type Snapshot struct {
 // llamacpp:requests_processing and the tasks waiting for a free slot as
 // llamacpp:requests_deferred, both without labels. Servers before the KV cache was unified
 // also exported llamacpp:kv_cache_usage_ratio (0..1); current ones export no KV usage.
+//
+// TGI exports the requests in its current batch as tgi_batch_current_size and those
+// waiting as tgi_queue_size; it exports no KV cache usage.
 var (
-	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"}
-	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"}
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing", "tgi_batch_current_size"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred", "tgi_queue_size"}
 	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"}
 )
 
@@ -141,6 +144,8 @@ func engineOf(fams map[string]*dto.MetricFamily) string {
 			return "sglang"
 		case strings.HasPrefix(name, "llamacpp:"):
 			return "llamacpp"
+		case strings.HasPrefix(name, "tgi_"):
+			return "tgi"
 		}
 	}
 	return ""

@@ -115,3 +115,25 @@ func TestParseLlamacpp(t *testing.T) {
 		t.Fatalf("older llamacpp %+v %v", s, err)
 	}
 }
+
+// tgiText is part of TGI's /metrics (the names of its load gauges, as its metrics reference
+// lists them).
+const tgiText = `# TYPE tgi_batch_current_size gauge
+tgi_batch_current_size 3
+# TYPE tgi_queue_size gauge
+tgi_queue_size 5
+# TYPE tgi_batch_current_max_tokens gauge
+tgi_batch_current_max_tokens 4096
+# TYPE tgi_request_count counter
+tgi_request_count 42
+`
+
+func TestParseTGI(t *testing.T) {
+	s, err := Parse(strings.NewReader(tgiText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Known || s.Running != 3 || s.Waiting != 5 || s.Engine != "tgi" || s.KVUsage != 0 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
