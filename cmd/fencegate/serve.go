@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,11 +28,34 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("serve: --config is required")
 	}
-	cfg, err := config.LoadFile(*path)
+	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
 	return runGateway(ctx, cfg, stdout)
+}
+
+// storeEnv names the environment variable that, when set, replaces the configuration's
+// store: a DSN that holds a password can then come from a secret store (a Kubernetes Secret)
+// while the rest of the configuration lives somewhere readable (a ConfigMap).
+const storeEnv = "FENCEGATE_STORE"
+
+// loadConfig reads and validates the configuration as serve and check use it.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if dsn := os.Getenv(storeEnv); dsn != "" {
+		cfg.Store = dsn
+		// Validate again for the store alone; everything else was filled and checked
+		// already, and validating a validated configuration changes nothing. The DSN is
+		// not quoted: it may hold a password.
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: not sqlite:PATH, postgres://... or memory:", storeEnv)
+		}
+	}
+	return cfg, nil
 }
 
 // runGateway serves cfg until ctx ends, then drains in-flight requests for a while.
@@ -46,10 +70,30 @@ func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	gw.Start()
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(stdout, "fencegate gateway listening on http://%s\n", ln.Addr())
-	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String())
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		certs, err := newCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		scheme = "https"
+		srv.TLSConfig = &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: certs.GetCertificate,
+			// HTTP/1.1 only, as without TLS: a client leaving or stalling is detected
+			// the same way whether or not the listener encrypts, and streams gain
+			// nothing from multiplexing. A non-nil empty TLSNextProto keeps net/http
+			// from adding h2.
+			NextProtos: []string{"http/1.1"},
+		}
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	gw.Start()
+	fmt.Fprintf(stdout, "fencegate gateway listening on %s://%s\n", scheme, ln.Addr())
+	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String(), "tls", cfg.TLS.Enabled())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
