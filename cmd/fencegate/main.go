@@ -21,6 +21,8 @@ const usage = `fencegate — an honest failover gateway for LLM inference pools
 
 Usage:
   fencegate serve --config FILE     run the gateway
+  fencegate check --config FILE     validate a configuration and the files it names, start nothing
+  fencegate version [--json]        print the version and the revision the binary was built from
   fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
@@ -50,6 +52,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout)
+	case "check":
+		return check(args[1:], stdout)
+	case "version":
+		return version(args[1:], stdout)
 	case "sim":
 		return sim.Main(args[1:], stdout)
 	case "agent":
