@@ -50,5 +50,8 @@ func writeAPIError(w http.ResponseWriter, p sse.Protocol, e *openai.Error) {
 
 // writeError answers r with e in the error shape of r's API.
 func writeError(w http.ResponseWriter, r *http.Request, e *openai.Error) {
+	if a := accessOf(r); a != nil {
+		a.errCode = e.Code
+	}
 	writeAPIError(w, protocolOfPath(r.URL.Path), e)
 }

@@ -69,6 +69,9 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	if k, ok := identity(r); ok {
 		tenant = k.ID
 	}
+	if a := accessOf(r); a != nil {
+		a.model, a.endpoint, a.tenant = req.Model, ep.String(), tenant
+	}
 	pinned := ""
 	if req.PreviousResponseID != "" {
 		var ok bool

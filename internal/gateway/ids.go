@@ -27,6 +27,7 @@ func (s *Server) newRequestID() string {
 // clientWriter). Setting it on every request also replaces the deadline a previous
 // response left on a kept-alive connection.
 func (s *Server) withRequestID(h http.HandlerFunc) http.HandlerFunc {
+	h = s.withAccessLog(h)
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := s.newRequestID()
 		w.Header().Set("X-Request-Id", id)

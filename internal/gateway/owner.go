@@ -36,14 +36,15 @@ type run struct {
 
 	// id is the logical request id; attemptBase offsets attempt numbers when this gateway
 	// took the request over from one that died (its attempts keep their numbers).
-	id          string
-	model       string
-	attemptBase int
-	affinity    uint64 // prefix-affinity key of the prompt (0: none)
-	start       time.Time
-	revision    string // weights revision of the replica serving the current attempt
-	slowCounted bool
-	traceSeq    int64
+	id           string
+	model        string
+	attemptBase  int
+	affinity     uint64 // prefix-affinity key of the prompt (0: none)
+	start        time.Time
+	firstDeltaAt time.Time // when the delivery boundary was crossed (zero: not yet)
+	revision     string    // weights revision of the replica serving the current attempt
+	slowCounted  bool
+	traceSeq     int64
 	// promptTokens is the prompt's size for the rerun cost: an engine's count once it
 	// answered, the estimate until then. waitCount: the first attempt waits for the count
 	// (see countPromptTokens).
@@ -273,6 +274,7 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 			rn.pool.notePrefix(rn.affinity, rn.cur.replica, now) // it prefilled the prompt
 		}
 		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
+		rn.firstDeltaAt = now
 		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
@@ -314,6 +316,19 @@ func (rn *run) sent(seq int64) {
 
 // finish journals how the request ended.
 func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
+	if a := accessOf(rn.r); a != nil {
+		a.model, a.endpoint, a.outcome = rn.model, rn.req.Endpoint.String(), o.String()
+		a.attempts, a.delivered = len(rn.attempts), rn.m.Delivered()
+		if rn.cur != nil {
+			a.replica = rn.cur.replica
+		}
+		if !rn.firstDeltaAt.IsZero() {
+			a.ttft = rn.firstDeltaAt.Sub(rn.start)
+		}
+		if e != nil {
+			a.errCode = e.Code
+		}
+	}
 	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
 		DeliveredOutputTokens: int64(rn.m.Delivered())}
 	rn.s.metrics.requests.WithLabelValues(rn.model, o.String()).Inc()

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// accessEntry is what one access-log line says of a request. The handler that serves the
+// request fills it in; the middleware writes the line when the handler returns. It never
+// holds the prompt or the answer.
+type accessEntry struct {
+	model, endpoint, tenant string
+	outcome, errCode        string
+	replica                 string
+	attempts                int
+	delivered               int
+	ttft                    time.Duration // 0: no output was delivered
+}
+
+type accessKey struct{}
+
+// accessOf returns the request's access-log entry (nil outside the middleware).
+func accessOf(r *http.Request) *accessEntry {
+	e, _ := r.Context().Value(accessKey{}).(*accessEntry)
+	return e
+}
+
+// statusWriter remembers the status a handler answered with. Unwrap lets
+// http.ResponseController reach the connection (flushes, write deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// withAccessLog writes one log line per API or admin request when its handler returns:
+// request id, method, path, status, duration, and what the request's owner recorded
+// (model, endpoint, outcome, attempts, last replica, time to first token, delivered
+// tokens, the error code). Health checks and metric scrapes are not logged: they come every
+// few seconds and say nothing about requests. A client that left before any status was
+// sent is logged as 499, as nginx does.
+func (s *Server) withAccessLog(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
+			h(w, r)
+			return
+		}
+		start := time.Now()
+		entry := &accessEntry{}
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r.WithContext(context.WithValue(r.Context(), accessKey{}, entry)))
+		status := sw.status
+		if status == 0 {
+			status = 499
+		}
+		attrs := []slog.Attr{
+			slog.String("request_id", requestID(r)), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		}
+		if entry.model != "" {
+			attrs = append(attrs, slog.String("model", entry.model), slog.String("endpoint", entry.endpoint),
+				slog.String("outcome", entry.outcome), slog.Int("attempts", entry.attempts), slog.String("replica", entry.replica),
+				slog.Int("delivered_output_tokens", entry.delivered))
+			if entry.ttft > 0 {
+				attrs = append(attrs, slog.Float64("ttft_ms", float64(entry.ttft.Microseconds())/1000))
+			}
+		}
+		if entry.tenant != "" {
+			attrs = append(attrs, slog.String("key_id", entry.tenant))
+		}
+		if entry.errCode != "" {
+			attrs = append(attrs, slog.String("error_code", entry.errCode))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	}
+}
