@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/fencegate/fencegate/internal/agent"
+	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/chaos"
 	"github.com/fencegate/fencegate/internal/sim"
 )
@@ -27,6 +28,7 @@ Usage:
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
   fencegate chaos [flags]           run seeded fault scenarios on loopback and check every history
+  fencegate bench [flags]           load an OpenAI-compatible endpoint; time to first token, token gaps, throughput
 
 Run "fencegate <command> --help" for a command's flags.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return demo(ctx, args[1:], stdout)
 	case "chaos":
 		return chaos.Main(args[1:], stdout)
+	case "bench":
+		return bench.Main(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// defaultDuration is how long a run lasts when neither --duration nor --requests is given.
+const defaultDuration = 30 * time.Second
+
+// defaultCompareRounds is --rounds with --compare: one round is a single sample per
+// target, and a median needs at least three to shrug off one disturbed round.
+const defaultCompareRounds = 3
+
+// Main runs `fencegate bench`: it parses args, runs the load against every target and
+// writes the report to stdout. The progress line goes to stderr, and only when stderr
+// is a terminal, so redirected output holds the report alone.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, asJSON, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rep, err := runAll(ctx, opts, newProgress(stderr))
+	if err != nil {
+		return err
+	}
+	rep.Command = append([]string{"fencegate", "bench"}, redactHeaders(args)...)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(stdout)
+}
+
+// parseFlags turns the command line into Options; asJSON is --json.
+func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintln(out, "Usage: fencegate bench [flags]")
+		fmt.Fprintln(out, "\nStreams requests to an OpenAI-compatible endpoint and reports time to first token,")
+		fmt.Fprintln(out, "inter-token gaps, throughput and errors; with --compare, several targets in alternating rounds.")
+		fmt.Fprintln(out)
+		fs.PrintDefaults()
+	}
+	var api string
+	headers := &listFlag{}
+	compare, comparePIDs := &listFlag{split: true}, &listFlag{split: true}
+	fs.StringVar(&opts.URL, "url", "http://127.0.0.1:8080", "base URL of the endpoint (the API path is appended; a trailing /v1 is allowed)")
+	fs.StringVar(&api, "api", "chat", "request shape: chat (/v1/chat/completions), completions (/v1/completions), messages (/v1/messages) or responses (/v1/responses)")
+	fs.StringVar(&opts.Model, "model", "sim-model", "model name sent in every request")
+	fs.StringVar(&opts.Prompt, "prompt", "Write a short story about a lighthouse keeper.", "prompt text (the user message, or the completion prompt)")
+	fs.IntVar(&opts.MaxTokens, "max-tokens", 128, "output tokens per request (max_tokens; max_output_tokens for responses)")
+	fs.IntVar(&opts.Concurrency, "concurrency", 8, "streams open at once")
+	fs.DurationVar(&opts.Duration, "duration", 0, "how long each run starts new requests (default 30s when --requests is not given)")
+	fs.IntVar(&opts.Requests, "requests", 0, "measured requests per run (0: run for --duration)")
+	fs.IntVar(&opts.Warmup, "warmup", 0, "requests sent before each run and not measured")
+	fs.Var(headers, "header", "request header `K:V`, repeatable (for example an API key)")
+	fs.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "longest a request may take before it counts as a timeout error (0: none)")
+	fs.BoolVar(&opts.IgnoreEOS, "ignore-eos", true, "send ignore_eos (vLLM, SGLang) on chat and completions so that every answer runs to --max-tokens")
+	fs.BoolVar(&opts.StreamUsage, "stream-usage", true, "ask for usage in the stream (stream_options.include_usage) on chat and completions; tokens are counted from it when present")
+	fs.IntVar(&opts.PID, "pid", 0, "process id of the --url server (Linux): report its CPU time per request and its peak RSS")
+	fs.BoolVar(&opts.ResetPeak, "reset-peak", true, "with --pid, reset the process's peak RSS before each run so that it is the run's own (false: the peak since the process started)")
+	fs.Var(compare, "compare", "another target `URL`, repeatable or comma-separated: the targets run in alternating rounds and are compared with --url, the baseline")
+	fs.Var(comparePIDs, "compare-pid", "`PID` of each --compare target, in the same order (0: none), repeatable or comma-separated")
+	fs.IntVar(&opts.Rounds, "rounds", 0, "rounds; each runs every target once with the same load, in an order rotated per round (default 3 with --compare, else 1)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON document with every number and the command line instead of the table")
+	if err := fs.Parse(args); err != nil {
+		return opts, false, err
+	}
+	if fs.NArg() > 0 {
+		return opts, false, fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	if opts.API, err = ParseAPI(api); err != nil {
+		return opts, false, err
+	}
+	opts.Header = make(http.Header)
+	for _, h := range headers.values {
+		k, v, ok := strings.Cut(h, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return opts, false, fmt.Errorf("bench: --header %q is not K:V", h)
+		}
+		opts.Header.Add(k, strings.TrimSpace(v))
+	}
+	opts.Compare = compare.values
+	for _, p := range comparePIDs.values {
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid < 0 {
+			return opts, false, fmt.Errorf("bench: --compare-pid %q is not a process id", p)
+		}
+		opts.ComparePIDs = append(opts.ComparePIDs, pid)
+	}
+	return opts, asJSON, nil
+}
+
+// listFlag is a repeatable flag. With split, a value may also be a comma list; a
+// header's value may itself hold commas, so --header is never split.
+type listFlag struct {
+	values []string
+	split  bool
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.values, ",")
+}
+
+func (l *listFlag) Set(v string) error {
+	if !l.split {
+		l.values = append(l.values, v)
+		return nil
+	}
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			l.values = append(l.values, item)
+		}
+	}
+	return nil
+}
+
+// redactHeaders returns args with the value of every --header replaced, so that the
+// command line recorded in a JSON report never carries an API key.
+func redactHeaders(args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	redact := func(h string) string {
+		if k, _, ok := strings.Cut(h, ":"); ok {
+			return k + ":<redacted>"
+		}
+		return "<redacted>"
+	}
+	for i := 0; i < len(out); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || name != "header" {
+			continue
+		}
+		if hasValue {
+			out[i] = out[i][:len(out[i])-len(value)] + redact(value)
+		} else if i+1 < len(out) {
+			i++
+			out[i] = redact(out[i])
+		}
+	}
+	return out
+}
