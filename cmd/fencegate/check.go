@@ -63,6 +63,11 @@ func checkFiles(cfg *config.Config) error {
 			return fmt.Errorf("agent_secret_file: %s is empty", f)
 		}
 	}
+	for i, m := range cfg.Models {
+		if err := checkEngineKeys(m, fmt.Sprintf("models[%d]", i)); err != nil {
+			return err
+		}
+	}
 	if p, ok := strings.CutPrefix(cfg.Store, "sqlite:"); ok {
 		// The store creates the database file but not its directory; a missing directory
 		// would otherwise surface only when serve starts.
@@ -77,6 +82,43 @@ func checkFiles(cfg *config.Config) error {
 		if !st.IsDir() {
 			return fmt.Errorf("store: %s, the directory of %s, is not a directory", dir, p)
 		}
+	}
+	return nil
+}
+
+// checkEngineKeys checks the engine credentials of a pool as the gateway reads them at
+// start: each replica's own api_key_file or api_key_env, else the model's; a file must
+// hold a key, a variable must be set.
+func checkEngineKeys(m config.Model, field string) error {
+	check := func(file, env, field string) error {
+		switch {
+		case file != "":
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("%s.api_key_file: %w", field, err)
+			}
+			if strings.TrimSpace(string(b)) == "" {
+				return fmt.Errorf("%s.api_key_file: %s is empty", field, file)
+			}
+		case env != "":
+			if strings.TrimSpace(os.Getenv(env)) == "" {
+				return fmt.Errorf("%s.api_key_env: the environment variable %s is not set", field, env)
+			}
+		}
+		return nil
+	}
+	usesModelKey := len(m.Replicas) == 0
+	for j, r := range m.Replicas {
+		if r.APIKeyFile == "" && r.APIKeyEnv == "" {
+			usesModelKey = true
+			continue
+		}
+		if err := check(r.APIKeyFile, r.APIKeyEnv, fmt.Sprintf("%s.replicas[%d]", field, j)); err != nil {
+			return err
+		}
+	}
+	if usesModelKey {
+		return check(m.APIKeyFile, m.APIKeyEnv, field)
 	}
 	return nil
 }

@@ -14,14 +14,17 @@ import (
 
 // checkFixture is a directory holding a valid configuration's files.
 type checkFixture struct {
-	dir, secret, cert, key, db string
+	dir, secret, cert, key, db, engineKey string
 }
 
 func newCheckFixture(t *testing.T) checkFixture {
 	dir := t.TempDir()
 	f := checkFixture{dir: dir, secret: filepath.Join(dir, "agent.secret"), cert: filepath.Join(dir, "tls.crt"),
-		key: filepath.Join(dir, "tls.key"), db: filepath.Join(dir, "data", "fencegate.db")}
+		key: filepath.Join(dir, "tls.key"), db: filepath.Join(dir, "data", "fencegate.db"), engineKey: filepath.Join(dir, "engine.key")}
 	if err := os.WriteFile(f.secret, []byte("a-shared-agent-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.engineKey, []byte("an-engine-api-key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(filepath.Dir(f.db), 0o700); err != nil {
@@ -40,10 +43,11 @@ agent_secret_file: %q
 tls: {cert_file: %q, key_file: %q}
 models:
   - name: m
+    api_key_file: %q
     replicas:
       - {url: "http://10.0.0.1:8001", agent: true}
       - {url: "http://10.0.0.2:8001", agent: true}
-%s`, listen, f.db, f.secret, f.cert, f.key, extra)
+%s`, listen, f.db, f.secret, f.cert, f.key, f.engineKey, extra)
 	path := filepath.Join(f.dir, "fencegate.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -96,6 +100,9 @@ func TestCheckRejectsBadConfigsNamingTheField(t *testing.T) {
 		{"tls cert without key", edit(fmt.Sprintf(", key_file: %q", f.key), ""), "tls.key_file"},
 		{"missing sqlite directory", edit(f.db, filepath.Join(f.dir, "nodir", "fencegate.db")), "store"},
 		{"bad store", edit("sqlite:"+f.db, "mysql://x"), "store"},
+		{"missing engine key file", edit("agent: true}\n      - {url", "agent: true, api_key_file: /nonexistent/key}\n      - {url"), "models[0].replicas[0].api_key_file"},
+		{"missing model engine key file", edit(f.engineKey, filepath.Join(f.dir, "nope.key")), "models[0].api_key_file"},
+		{"unset engine key variable", edit(fmt.Sprintf("api_key_file: %q", f.engineKey), "api_key_env: FENCEGATE_TEST_UNSET_ENGINE_KEY"), "models[0].api_key_env"},
 	}
 	for _, tc := range cases {
 		path := filepath.Join(f.dir, "bad.yaml")
