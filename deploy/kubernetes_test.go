@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,6 +39,7 @@ type manifests struct {
 	configMaps   map[string]*corev1.ConfigMap
 	secrets      map[string]*corev1.Secret
 	pdbs         map[string]*policyv1.PodDisruptionBudget
+	policies     map[string]*networkingv1.NetworkPolicy
 }
 
 // decodeManifest decodes one YAML document strictly into the API type its apiVersion and
@@ -69,6 +71,8 @@ func decodeManifest(doc []byte) (any, error) {
 		obj = &corev1.Secret{}
 	case "policy/v1 PodDisruptionBudget":
 		obj = &policyv1.PodDisruptionBudget{}
+	case "networking.k8s.io/v1 NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
 	default:
 		return nil, fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 	}
@@ -114,6 +118,7 @@ func loadManifests(t *testing.T) manifests {
 		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		policies: map[string]*networkingv1.NetworkPolicy{},
 	}
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -164,6 +169,9 @@ func loadManifests(t *testing.T) manifests {
 			case *policyv1.PodDisruptionBudget:
 				_, dup = m.pdbs[name]
 				m.pdbs[name] = o
+			case *networkingv1.NetworkPolicy:
+				_, dup = m.policies[name]
+				m.policies[name] = o
 			}
 			if dup {
 				t.Errorf("%s: %s is defined twice", file, name)
@@ -650,6 +658,37 @@ func TestPostgresIsTheGatewaysStore(t *testing.T) {
 	}
 	if p, _ := dsn.User.Password(); p != password || dsn.Host != store.Host || dsn.Path != store.Path {
 		t.Errorf("the fencegate-store DSN does not reach this PostgreSQL with its password")
+	}
+}
+
+// The agents and the journal admit the gateways only, on their one port. A policy that
+// selected no pod, or other pods, would protect nothing.
+func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
+	m := loadManifests(t)
+	gateways := m.deployments["fencegate"].Spec.Template.Labels
+	for _, tc := range []struct{ policy, workload, container string }{
+		{"vllm-from-gateways", "vllm", "agent"},
+		{"fencegate-postgres-from-gateways", "fencegate-postgres", "postgres"},
+	} {
+		np := m.policies[tc.policy]
+		sts := m.statefulSets[tc.workload]
+		if np == nil || sts == nil {
+			t.Fatalf("no NetworkPolicy %s or StatefulSet %s", tc.policy, tc.workload)
+		}
+		pod := sts.Spec.Template
+		checkLabelSelector(t, "NetworkPolicy "+np.Name, &np.Spec.PodSelector, pod.Labels)
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || len(np.Spec.Ingress) != 1 {
+			t.Fatalf("NetworkPolicy %s: want one ingress rule", np.Name)
+		}
+		rule := np.Spec.Ingress[0]
+		if len(rule.From) != 1 || rule.From[0].PodSelector == nil || rule.From[0].NamespaceSelector != nil || rule.From[0].IPBlock != nil {
+			t.Fatalf("NetworkPolicy %s: want the gateways' pods as the only peers", np.Name)
+		}
+		checkLabelSelector(t, "NetworkPolicy "+np.Name+" from", rule.From[0].PodSelector, gateways)
+		c := container(t, pod.Spec, tc.container)
+		if len(rule.Ports) != 1 || len(c.Ports) != 1 || rule.Ports[0].Port == nil || portNumber(t, c, *rule.Ports[0].Port) != c.Ports[0].ContainerPort {
+			t.Errorf("NetworkPolicy %s: want exactly the %s container's port", np.Name, c.Name)
+		}
 	}
 }
 
