@@ -181,3 +181,25 @@ func (p *Pool) Find(name string) *Replica {
 	}
 	return nil
 }
+
+// Add puts a replica into the pool. A replica that joins a running pool waits for its first
+// passing probe (Unhealthy until then) unless probed is true.
+func (p *Pool) Add(r *Replica, probed bool) {
+	r.probeFailed = !probed
+	if !probed {
+		r.lastReason = "joined; waiting for its first health probe"
+	}
+	p.Replicas = append(p.Replicas, r)
+}
+
+// Remove takes the named replica out of the pool and reports whether it was there. The
+// caller drains it first (SetDraining) and removes it once nothing runs on it.
+func (p *Pool) Remove(name string) bool {
+	for i, r := range p.Replicas {
+		if r.Name == name {
+			p.Replicas = append(p.Replicas[:i], p.Replicas[i+1:]...)
+			return true
+		}
+	}
+	return false
+}

@@ -123,3 +123,21 @@ func TestCompatible(t *testing.T) {
 		t.Fatal("fingerprint equality")
 	}
 }
+
+func TestAddAndRemove(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := Pool{Model: "m"}
+	p.Add(&Replica{Name: "a"}, true)
+	late := &Replica{Name: "b"}
+	p.Add(late, false)
+	if st := late.StateAt(now, p.Limits); st != Unhealthy || late.Reason() == "" {
+		t.Fatalf("a joining replica is %v (%q) before its first probe", st, late.Reason())
+	}
+	p.ProbeResult(late, true, "")
+	if st := late.StateAt(now, p.Limits); st != Healthy {
+		t.Fatalf("after a passing probe: %v", st)
+	}
+	if !p.Remove("a") || p.Remove("a") || len(p.Replicas) != 1 || p.Find("b") != late {
+		t.Fatalf("replicas %v", p.Replicas)
+	}
+}

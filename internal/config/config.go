@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Config is the whole gateway configuration. The zero value of every optional field means
 // "use the default", which Validate fills in.
 type Config struct {
@@ -86,6 +88,9 @@ type Model struct {
 	// When every replica is at a limit, new requests get 429 with Retry-After at once instead
 	// of queueing without bound. Default 32; 0 keeps the default, -1 disables.
 	MaxQueue int `yaml:"max_queue"`
+	// ReplicasFrom discovers replicas from DNS (a Kubernetes headless Service): every
+	// address the name resolves to is a replica, besides those listed in Replicas.
+	ReplicasFrom *Discovery `yaml:"replicas_from"`
 	// APIKeyFile and APIKeyEnv are the default engine credentials of the pool's replicas
 	// (see Replica.APIKeyFile).
 	APIKeyFile string `yaml:"api_key_file"`
@@ -104,6 +109,29 @@ type Affinity struct {
 	// the least loaded replica's (plus one). Default 1.5.
 	LoadBound float64 `yaml:"load_bound"`
 }
+
+// Discovery finds a pool's replicas in DNS. Addresses that appear join after a passing
+// probe; addresses that vanish drain (running requests finish, no new work) and are then
+// removed.
+type Discovery struct {
+	// DNS is the name whose A/AAAA records are the replicas.
+	DNS string `yaml:"dns"`
+	// Port is the replicas' port (the engine's, or its agent's).
+	Port int `yaml:"port"`
+	// Every is how often the name is resolved again. Default 10s.
+	Every Duration `yaml:"every"`
+	// Scheme is http (default) or https.
+	Scheme string `yaml:"scheme"`
+	// Agent: the discovered addresses are fencegate agents (fenced mode).
+	Agent bool `yaml:"agent"`
+	// Engine, Priority and Fingerprint apply to every discovered replica, as for a listed one.
+	Engine      string            `yaml:"engine"`
+	Priority    int               `yaml:"priority"`
+	Fingerprint map[string]string `yaml:"fingerprint"`
+}
+
+// DefaultDiscoveryEvery is Discovery.Every's default.
+const DefaultDiscoveryEvery = 10 * time.Second
 
 // Replica is one inference engine endpoint.
 type Replica struct {

@@ -140,8 +140,12 @@ func (m *Model) validate(field string) error {
 	if m.Name == "" {
 		return fmt.Errorf("%s.name: required", field)
 	}
-	if len(m.Replicas) == 0 {
-		return fmt.Errorf("%s.replicas: at least one replica is required", field)
+	if d := m.ReplicasFrom; d != nil {
+		if err := d.validate(field + ".replicas_from"); err != nil {
+			return err
+		}
+	} else if len(m.Replicas) == 0 {
+		return fmt.Errorf("%s.replicas: at least one replica is required (or replicas_from)", field)
 	}
 	if m.APIKeyFile != "" && m.APIKeyEnv != "" {
 		return fmt.Errorf("%s: api_key_file and api_key_env are both set; choose one", field)
@@ -341,6 +345,40 @@ func defaultFloat(v **float64, def, lo, hi float64, field string) error {
 	}
 	if **v < lo || **v > hi {
 		return fmt.Errorf("%s: %g must be between %g and %g", field, **v, lo, hi)
+	}
+	return nil
+}
+
+func (d *Discovery) validate(field string) error {
+	if d.DNS == "" {
+		return fmt.Errorf("%s.dns: required", field)
+	}
+	if d.Port < 1 || d.Port > 65535 {
+		return fmt.Errorf("%s.port: %d is not a port (1..65535)", field, d.Port)
+	}
+	if err := defaultPositive(&d.Every, DefaultDiscoveryEvery, field+".every"); err != nil {
+		return err
+	}
+	if d.Every.D() < 100*time.Millisecond {
+		return fmt.Errorf("%s.every: %s is below the minimum of 100ms", field, d.Every.D())
+	}
+	switch d.Scheme {
+	case "":
+		d.Scheme = "http"
+	case "http", "https":
+	default:
+		return fmt.Errorf("%s.scheme: %q is neither http nor https", field, d.Scheme)
+	}
+	if d.Engine != "" && !slices.Contains(EngineKinds, d.Engine) {
+		return fmt.Errorf("%s.engine: %q is not one of %s", field, d.Engine, strings.Join(EngineKinds, ", "))
+	}
+	if d.Priority < 0 {
+		return fmt.Errorf("%s.priority: %d must be >= 0", field, d.Priority)
+	}
+	for k := range d.Fingerprint {
+		if !slices.Contains(FingerprintKeys, k) {
+			return fmt.Errorf("%s.fingerprint.%s: unknown key (known: %s)", field, k, strings.Join(FingerprintKeys, ", "))
+		}
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ const declaredDeadFor = 24 * time.Hour
 func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return s.auth(func(w http.ResponseWriter, r *http.Request) {
 		k, ok := identity(r)
-		hasAdmin := len(s.cfg.Auth.AdminKeys) > 0
+		hasAdmin := len(s.config().Auth.AdminKeys) > 0
 		if (hasAdmin && (!ok || !k.Admin)) || (!hasAdmin && !fromLoopback(r)) {
 			openai.WriteError(w, &openai.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_only",
 				Message: "this endpoint needs an admin key (or, with no admin keys configured, a loopback client)", RequestID: requestID(r)})
@@ -55,7 +55,7 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 			Message: "body must be {\"state\":\"dead|draining|active\",\"reason\":\"...\"}: " + err.Error(), RequestID: requestID(r)})
 		return
 	}
-	p := s.pools[r.PathValue("model")]
+	p := s.current().pools[r.PathValue("model")]
 	name := r.PathValue("replica")
 	if body.Reason == "" {
 		body.Reason = "declared " + body.State + " by an operator"
@@ -97,7 +97,7 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 //
 //	POST /admin/refresh
 func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
-	for _, p := range s.pools {
+	for _, p := range s.current().pools {
 		s.scrapePool(r.Context(), p)
 		s.probePool(r.Context(), p)
 	}

@@ -20,6 +20,7 @@ type agentLink struct {
 	s       *Server
 	pool    *pool
 	replica string
+	url     string
 	client  *agent.Client
 
 	mu      sync.Mutex
@@ -27,14 +28,13 @@ type agentLink struct {
 	down    bool // the heartbeat failed and has not come back
 }
 
-func (s *Server) newAgentLink(p *pool, replica, url, secret string) (*agentLink, error) {
-	l := s.cfg.Leases
-	tr, err := lease.NewTracker(s.epochs, lease.TrackerConfig{TTL: l.TTL.D(), DriftMargin: l.DriftMargin.D(), HeartbeatTimeout: l.HeartbeatTimeout.D()})
-	if err != nil {
-		return nil, err
-	}
-	return &agentLink{s: s, pool: p, replica: replica, tracker: tr,
-		client: &agent.Client{BaseURL: url, Secret: secret, HTTP: s.controlClient}}, nil
+func (s *Server) newAgentLink(p *pool, replica, url string) *agentLink {
+	l := s.boot.Leases
+	// The lease settings were validated with the configuration, and they cannot change
+	// without a restart, so NewTracker cannot fail here.
+	tr, _ := lease.NewTracker(s.epochs, lease.TrackerConfig{TTL: l.TTL.D(), DriftMargin: l.DriftMargin.D(), HeartbeatTimeout: l.HeartbeatTimeout.D()})
+	return &agentLink{s: s, pool: p, replica: replica, url: url, tracker: tr,
+		client: &agent.Client{BaseURL: url, Secret: s.agentSecret, HTTP: s.controlClient}}
 }
 
 // grant starts the lease of an attempt about to be sent; its epoch goes in the headers.
@@ -62,12 +62,12 @@ func (l *agentLink) fence(attempt string) time.Time {
 // renew renews every live lease on the agent in one call (each renew_every, bounded by
 // it). A failed heartbeat makes the agent's running attempts uncertain.
 func (l *agentLink) renew(ctx context.Context) {
-	timeout := l.s.cfg.Leases.RenewEvery.D()
+	timeout := l.s.boot.Leases.RenewEvery.D()
 	l.mu.Lock()
 	seq, leases := l.tracker.RenewalSent(l.s.now())
 	l.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
-	reply, err := l.client.Renew(rctx, agent.RenewRequest{Gateway: l.s.gatewayID, TTLms: l.s.cfg.Leases.TTL.D().Milliseconds(), Leases: leases})
+	reply, err := l.client.Renew(rctx, agent.RenewRequest{Gateway: l.s.gatewayID, TTLms: l.s.boot.Leases.TTL.D().Milliseconds(), Leases: leases})
 	cancel()
 	now := l.s.now()
 	l.mu.Lock()
@@ -95,7 +95,7 @@ func (l *agentLink) renew(ctx context.Context) {
 	}
 	// Unreachable: no new work, and every running attempt there is uncertain.
 	l.pool.with(l.replica, func(r *balance.Replica) {
-		l.pool.b.MarkDead(r, now, l.s.cfg.Leases.HeartbeatTimeout.D(), "agent heartbeat failed")
+		l.pool.b.MarkDead(r, now, l.s.boot.Leases.HeartbeatTimeout.D(), "agent heartbeat failed")
 	})
 	if !wasDown {
 		l.s.log.Warn("agent heartbeat failed", "replica", l.replica, "err", err)

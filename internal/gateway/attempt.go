@@ -89,7 +89,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	num := rn.attemptBase + n
 	a.id, a.replica, a.url = store.AttemptID(rn.id, num), p.name, p.url
 	rn.revision = rn.pool.revision(p.name)
-	if a.link = rn.s.agents[p.name]; a.link != nil {
+	if a.link = p.link; a.link != nil {
 		a.epoch = a.link.grant(a.id, now)
 	}
 	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: p.name, StartedAt: now, LeaseEpoch: a.epoch}
@@ -160,7 +160,7 @@ func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
 	req.Header.Set("X-Request-Id", rn.id)
 	req.Header.Set(agent.HeaderAttempt, a.id)
 	if a.link != nil {
-		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.s.cfg.Leases.TTL.D(), rn.s.gatewayID)
+		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.s.boot.Leases.TTL.D(), rn.s.gatewayID)
 	}
 	return req, nil
 }

@@ -36,7 +36,8 @@ func keyDigest(k string) string {
 // auth requires a known bearer key when keys are configured.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.keys) == 0 {
+		keys := s.current().keys
+		if len(keys) == 0 {
 			h(w, r)
 			return
 		}
@@ -45,7 +46,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			// The Anthropic SDKs send their key as x-api-key.
 			tok, ok = r.Header.Get("X-Api-Key"), r.Header.Get("X-Api-Key") != ""
 		}
-		id, found := s.keys[keyDigest(strings.TrimSpace(tok))]
+		id, found := keys[keyDigest(strings.TrimSpace(tok))]
 		if !ok || !found {
 			writeError(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')", RequestID: requestID(r)})

@@ -26,7 +26,7 @@ func every(ctx context.Context, period time.Duration, f func(context.Context)) {
 // third of the owner lease, so that one or two failed renewals do not let another gateway
 // take a healthy request over.
 func (s *Server) renewOwner(ctx context.Context) {
-	lease := s.cfg.Idempotency.OwnerLease.D()
+	lease := s.boot.Idempotency.OwnerLease.D()
 	rctx, cancel := context.WithTimeout(ctx, lease/3)
 	defer cancel()
 	if _, err := s.store.RenewOwner(rctx, s.gatewayID, s.now().Add(lease)); err != nil && ctx.Err() == nil {

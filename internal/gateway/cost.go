@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
@@ -21,8 +22,8 @@ const bytesPerToken = 4
 
 // rerunTokenLimit is the policy's rerun cost limit in tokens (0: none): the smaller of the
 // token limit and the time limit at the pool's prefill speed.
-func (s *Server) rerunTokenLimit() int {
-	p := s.cfg.Policy
+func rerunTokenLimit(cfg *config.Config) int {
+	p := cfg.Policy
 	limit := p.MaxRerunPrefillTokens
 	if t := p.MaxRerunPrefillTime.D(); t > 0 {
 		byTime := max(1, int(t.Seconds()*p.PrefillTokensPerSecond))
@@ -46,7 +47,7 @@ func estimateTokens(req *openai.Request) int {
 // prefix a replica not tried yet likely has cached (it prefilled the same prompt prefix
 // recently). It does no I/O: the count was asked for when the request started.
 func (rn *run) refineCost() {
-	if rn.s.rerunTokenLimit() == 0 || rn.m.Committed() {
+	if rerunTokenLimit(rn.cfg) == 0 || rn.m.Committed() {
 		return
 	}
 	cost := rn.promptTokens
@@ -65,7 +66,7 @@ func (rn *run) refineCost() {
 // too expensive never depends on how fast the count came back. The owner is not blocked
 // meanwhile: the client leaving or a shutdown is handled as always.
 func (rn *run) countPromptTokens() bool {
-	limit := rn.s.rerunTokenLimit()
+	limit := rerunTokenLimit(rn.cfg)
 	if limit == 0 || rn.promptTokens < limit/2 || rn.promptTokens > 2*limit {
 		return false
 	}

@@ -41,12 +41,13 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 // Idempotency-Key, if any), then owns it until its last byte (run.serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes))
+	l := s.current() // the request keeps this configuration to its end, whatever a reload does
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.cfg.Limits.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, r, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.Limits.MaxBodyBytes), RequestID: id})
+				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", l.cfg.Limits.MaxBodyBytes), RequestID: id})
 			return
 		}
 		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
@@ -59,7 +60,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		writeError(w, r, perr)
 		return
 	}
-	p := s.pools[req.Model]
+	p := l.pools[req.Model]
 	if p == nil {
 		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", req.Model), RequestID: id})
@@ -75,7 +76,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	pinned := ""
 	if req.PreviousResponseID != "" {
 		var ok bool
-		if pinned, ok = s.pinnedReplica(w, r, req, tenant, id); !ok {
+		if pinned, ok = s.pinnedReplica(w, r, l, req, tenant, id); !ok {
 			return
 		}
 	}
@@ -84,18 +85,18 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		refuseDraining(w, r, id)
 		return
 	}
-	rn := newRun(s, w, r, req, p, id, now)
+	rn := newRun(s, l.cfg, w, r, req, p, id, now)
 	rn.pinned = pinned
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
-		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.cfg.Idempotency.OwnerLease.D()),
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(s.cfg.Idempotency.Retention.D()),
+		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Idempotency.Retention.D()),
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if !s.claim(w, r, rn, &row, key, body, now) {
 			return
 		}
-		rn.cw.replay = newReplayBuffer(s.cfg.Idempotency.MaxReplayBytes)
+		rn.cw.replay = newReplayBuffer(l.cfg.Idempotency.MaxReplayBytes)
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
@@ -106,7 +107,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	// Delivered tokens are counted from the engine's own per-chunk usage where it can
 	// report it; the gateway asks for it unless the client already did.
 	rn.wantUsage = req.Stream && !req.ContinuousUsage && rn.proto == sse.Completions
-	cfg := s.cfg.Policy
+	cfg := l.cfg.Policy
 	firstToken, idle := cfg.FirstTokenTimeout.D(), cfg.IdleTimeout.D()
 	if !req.Stream {
 		firstToken, idle = cfg.NonStreamTimeout.D(), cfg.NonStreamTimeout.D()
@@ -116,7 +117,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		FirstTokenTimeout: firstToken, IdleTimeout: idle, MaxDuration: cfg.MaxRequestDuration.D(),
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), MaxHeldBytes: cfg.MaxHeldBytes,
 		DurableBoundary: rn.keyed, Budget: p,
-		RerunTokenLimit: s.rerunTokenLimit(), PromptTokens: rn.promptTokens,
+		RerunTokenLimit: rerunTokenLimit(l.cfg), PromptTokens: rn.promptTokens,
 	})
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
@@ -158,7 +159,7 @@ func (rn *run) usageBody() []byte {
 // can continue another's conversation. A response the journal does not know (it was made
 // elsewhere, or its record expired) pins nothing: the engine that gets the request answers
 // whether it has it. It reports false when it has answered the request itself.
-func (s *Server) pinnedReplica(w http.ResponseWriter, r *http.Request, req *openai.Request, tenant, id string) (string, bool) {
+func (s *Server) pinnedReplica(w http.ResponseWriter, r *http.Request, l *live, req *openai.Request, tenant, id string) (string, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), boundaryWriteTimeout)
 	prev, err := s.store.FindByResponseID(ctx, req.PreviousResponseID)
 	cancel()
@@ -168,7 +169,7 @@ func (s *Server) pinnedReplica(w http.ResponseWriter, r *http.Request, req *open
 	case err != nil:
 		s.log.Warn("previous response not looked up; routing without it", "request_id", id, "previous_response_id", req.PreviousResponseID, "err", err)
 		return "", true
-	case len(s.keys) > 0 && prev.Tenant != tenant:
+	case len(l.keys) > 0 && prev.Tenant != tenant:
 		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "previous_response_not_found",
 			Param: "previous_response_id", RequestID: id,
 			Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID)})

@@ -31,7 +31,7 @@ func (s *Server) withRequestID(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := s.newRequestID()
 		w.Header().Set("X-Request-Id", id)
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.Policy.ClientWriteTimeout.D()))
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.config().Policy.ClientWriteTimeout.D()))
 		h(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
 	}
 }

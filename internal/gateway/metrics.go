@@ -73,7 +73,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.now()
-	for name, p := range c.s.pools {
+	for name, p := range c.s.current().pools {
 		p.mu.Lock()
 		for _, r := range p.b.Replicas {
 			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, r.StateAt(now, p.b.Limits).String())

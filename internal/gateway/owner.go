@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/protocol"
@@ -22,6 +23,7 @@ import (
 // sender ever waits for the owner, which may be busy writing to a slow client.
 type run struct {
 	s    *Server
+	cfg  *config.Config // the configuration the request started with
 	r    *http.Request
 	req  *openai.Request
 	pool *pool
@@ -87,10 +89,10 @@ type run struct {
 // read and the end of the stream that came with it.
 const upDepth = 2
 
-func newRun(s *Server, w http.ResponseWriter, r *http.Request, req *openai.Request, p *pool, id string, now time.Time) *run {
+func newRun(s *Server, cfg *config.Config, w http.ResponseWriter, r *http.Request, req *openai.Request, p *pool, id string, now time.Time) *run {
 	return &run{
-		s: s, r: r, req: req, pool: p, id: id, model: req.Model, start: now,
-		cw:    newClientWriter(w, s.cfg.Policy.ClientWriteTimeout.D()),
+		s: s, cfg: cfg, r: r, req: req, pool: p, id: id, model: req.Model, start: now,
+		cw:    newClientWriter(w, cfg.Policy.ClientWriteTimeout.D()),
 		proto: protocolOf(req.Endpoint), curSeq: -1, heldSeq: -1,
 		up:    make(chan upMsg, upDepth),
 		inbox: newInbox(),

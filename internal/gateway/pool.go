@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"maps"
 	"sync"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/fencegate/fencegate/internal/failover"
 )
 
-// pool is a balance.Pool, its retry budget and its attempt registry behind one lock.
+// pool is a balance.Pool, its retry budget and its attempt registry behind one lock. Its
+// replicas may change while it serves (a reload, DNS discovery): see reconcile.
 type pool struct {
 	mu     sync.Mutex
 	b      balance.Pool
@@ -28,49 +30,146 @@ type pool struct {
 	wrongModel map[string]string
 	fpMismatch map[string]string
 	prefixes   *prefixMemory
-	// engines is each replica's engine as configured; detected as its metrics tell.
-	engines  map[string]string
+	// members is what the gateway keeps of each replica besides its balance state;
+	// detected is the engine its metrics tell.
+	members  map[string]*member
 	detected map[string]string
-	// keys are the replicas' engine API keys ("" when none is configured).
-	keys map[string]string
 	// unauthorized says why a replica refused the gateway's credentials (401/403); it
 	// stays out until an authenticated check of it succeeds.
 	unauthorized map[string]string
+	// discovery, when the pool finds replicas in DNS, stops its loop.
+	discovery context.CancelFunc
+}
+
+// member is one replica as the gateway knows it.
+type member struct {
+	engine string     // as configured ("" : found from its metrics)
+	key    string     // the engine's API key
+	link   *agentLink // its agent (fenced mode), or nil
+	source string     // "config" or "dns": which list it came from
+	// removed: it left the configuration or DNS; it drains and goes once idle.
+	removed bool
+}
+
+// replicaSpec is a replica as a configuration or a DNS answer describes it.
+type replicaSpec struct {
+	config.Replica
+	key string
 }
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 	p := &pool{
-		b:             balance.Pool{Model: m.Name, Cooldown: c.Health.DeadCooldown.D()},
-		configured:    make(map[string]map[string]string),
-		running:       make(map[string]map[*attempt]*run),
-		wrongModel:    make(map[string]string),
-		fpMismatch:    make(map[string]string),
-		prefixes:      newPrefixMemory(100_000),
-		engines:       make(map[string]string),
-		detected:      make(map[string]string),
-		keys:          make(map[string]string),
-		unauthorized:  make(map[string]string),
-		affinityBytes: m.Affinity.PrefixBytes,
-		allowCross:    c.Policy.AllowCrossFingerprintRerun,
+		b:            balance.Pool{Model: m.Name},
+		configured:   make(map[string]map[string]string),
+		running:      make(map[string]map[*attempt]*run),
+		wrongModel:   make(map[string]string),
+		fpMismatch:   make(map[string]string),
+		prefixes:     newPrefixMemory(100_000),
+		members:      make(map[string]*member),
+		detected:     make(map[string]string),
+		unauthorized: make(map[string]string),
 	}
+	p.configure(m, c)
+	rb := c.Policy.RetryBudget
+	p.budget = failover.NewRetryBudget(*rb.Ratio, *rb.MinPerSecond, *rb.Burst, now)
+	return p
+}
+
+// configure applies a model's pool-wide settings (at start and on reload).
+func (p *pool) configure(m config.Model, c *config.Config) {
+	p.b.Cooldown = c.Health.DeadCooldown.D()
 	p.b.Limits = balance.Limits{MaxOutstanding: m.MaxOutstanding, MaxQueue: max(m.MaxQueue, 0),
 		StaleAfter: 5 * c.Health.ScrapeEvery.D(), AffinityBound: m.Affinity.LoadBound}
 	if m.Affinity.PrefixBytes < 0 {
 		p.b.Limits.AffinityBound = 0
 	}
-	for _, r := range m.Replicas {
-		fp := maps.Clone(r.Fingerprint)
+	p.affinityBytes = m.Affinity.PrefixBytes
+	p.allowCross = c.Policy.AllowCrossFingerprintRerun
+}
+
+// reconcile makes the pool's replicas from source ("config" or "dns") those of specs.
+// Replicas that are new join (waiting for a passing probe unless probed); replicas that
+// remain take their new settings (running attempts keep what they started with); replicas
+// that are gone drain — no new work, running requests finish — and are removed once idle.
+// Replicas of the other source are left alone.
+func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want := make(map[string]bool, len(specs))
+	for _, sp := range specs {
+		want[sp.Name] = true
+		fp := maps.Clone(sp.Fingerprint)
 		if fp == nil {
 			fp = map[string]string{}
 		}
-		p.configured[r.Name] = fp
-		p.b.Replicas = append(p.b.Replicas, &balance.Replica{Name: r.Name, URL: r.URL, Priority: r.Priority, Fingerprint: maps.Clone(fp)})
-		p.running[r.Name] = make(map[*attempt]*run)
-		p.engines[r.Name] = r.Engine
+		m := p.members[sp.Name]
+		r := p.b.Find(sp.Name)
+		if m == nil || r == nil {
+			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
+			p.b.Add(r, probed)
+			p.running[sp.Name] = make(map[*attempt]*run)
+			m = &member{source: source}
+			p.members[sp.Name] = m
+			if !probed {
+				s.log.Info("replica joins", "model", p.b.Model, "replica", sp.Name, "url", sp.URL, "from", source)
+			}
+		} else {
+			r.URL, r.Priority = sp.URL, sp.Priority
+			if m.removed {
+				m.removed = false
+				p.b.SetDraining(r, false, "")
+			}
+		}
+		p.configured[sp.Name] = fp
+		m.engine, m.key, m.source = sp.Engine, sp.key, source
+		switch {
+		case sp.Agent && (m.link == nil || m.link.url != sp.URL):
+			m.link = s.newAgentLink(p, sp.Name, sp.URL)
+		case !sp.Agent:
+			m.link = nil
+		}
 	}
-	rb := c.Policy.RetryBudget
-	p.budget = failover.NewRetryBudget(*rb.Ratio, *rb.MinPerSecond, *rb.Burst, now)
-	return p
+	for name, m := range p.members {
+		if m.source != source || want[name] || m.removed {
+			continue
+		}
+		m.removed = true
+		if r := p.b.Find(name); r != nil {
+			p.b.SetDraining(r, true, "removed from the "+source+"; draining")
+		}
+		s.log.Info("replica leaves; it drains", "model", p.b.Model, "replica", name, "from", source)
+		p.dropIfIdle(name)
+	}
+}
+
+// dropIfIdle removes a replica that left once nothing runs on it. Callers hold mu.
+func (p *pool) dropIfIdle(name string) {
+	m := p.members[name]
+	r := p.b.Find(name)
+	if m == nil || !m.removed || (r != nil && r.Outstanding > 0) {
+		return
+	}
+	p.b.Remove(name)
+	delete(p.members, name)
+	delete(p.running, name)
+	delete(p.configured, name)
+	delete(p.detected, name)
+	delete(p.wrongModel, name)
+	delete(p.fpMismatch, name)
+	delete(p.unauthorized, name)
+}
+
+// links returns the agent links of the pool's replicas.
+func (p *pool) links() []*agentLink {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*agentLink
+	for _, m := range p.members {
+		if m.link != nil {
+			out = append(out, m.link)
+		}
+	}
+	return out
 }
 
 // pick is the answer of acquire.
@@ -82,7 +181,8 @@ type pick struct {
 	// usagePerChunk: the engine reports token usage in every chunk when asked
 	// (continuous_usage_stats: vLLM, SGLang).
 	usagePerChunk bool
-	key           string // the engine's API key
+	key           string     // the engine's API key
+	link          *agentLink // its agent, in fenced mode
 }
 
 // acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
@@ -113,12 +213,13 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
 	p.running[c.Replica.Name][a] = rn
-	engine := p.engines[c.Replica.Name]
+	m := p.members[c.Replica.Name]
+	engine := m.engine
 	if engine == "" {
 		engine = p.detected[c.Replica.Name]
 	}
 	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
-		key: p.keys[c.Replica.Name]}
+		key: m.key, link: m.link}
 }
 
 // release ends attempt a on the named replica.
@@ -129,6 +230,7 @@ func (p *pool) release(name string, a *attempt) {
 		r.Outstanding--
 	}
 	delete(p.running[name], a)
+	p.dropIfIdle(name)
 }
 
 // with runs f on the named replica under the lock.

@@ -33,7 +33,7 @@ func eachTarget(p *pool, f func(target)) {
 }
 
 func (s *Server) probe(ctx context.Context, tg target) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/health", nil)
 	if err != nil {

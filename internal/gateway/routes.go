@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
@@ -32,9 +31,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	names := append([]string(nil), s.models...)
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range s.current().models {
 		out.Data = append(out.Data, model{ID: n, Object: "model", Created: 0, OwnedBy: "fencegate"})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -58,7 +55,7 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, maxWait)
 		// The answer comes after the wait: its write deadline starts then.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.cfg.Policy.ClientWriteTimeout.D()))
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.config().Policy.ClientWriteTimeout.D()))
 	}
 	rec, err := s.waitRecord(r.Context(), id, wait)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -70,7 +67,7 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok := err == nil
-	if ok && len(s.keys) > 0 {
+	if ok && len(s.current().keys) > 0 {
 		k, _ := identity(r)
 		ok = k.Admin || k.ID == rec.Tenant
 	}
@@ -128,10 +125,9 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	ready := true
 	var pools []poolStatus
-	names := append([]string(nil), s.models...)
-	sort.Strings(names)
-	for _, n := range names {
-		list, avail := s.pools[n].status(now)
+	l := s.current()
+	for _, n := range l.models {
+		list, avail := l.pools[n].status(now)
 		if avail == 0 {
 			ready = false
 		}

@@ -43,7 +43,7 @@ func (s *Server) scrapePool(ctx context.Context, p *pool) {
 // replica's credentials (vLLM guards every /v1 path with its --api-key). It returns the
 // engine's status too, so that a refusal of the credentials is told apart.
 func (s *Server) servedModels(ctx context.Context, tg target) ([]string, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/v1/models", nil)
 	if err != nil {
@@ -80,7 +80,7 @@ func (p *pool) refusedCredentials(s *Server, name string, status int) {
 	p.mu.Lock()
 	was := p.unauthorized[name]
 	why := fmt.Sprintf("engine answered %d to the gateway's credentials: its api_key_file/api_key_env is missing or wrong", status)
-	if p.keys[name] == "" {
+	if m := p.members[name]; m == nil || m.key == "" {
 		why = fmt.Sprintf("engine answered %d: it requires an API key and none is configured for it (api_key_file/api_key_env)", status)
 	}
 	p.unauthorized[name] = why
@@ -119,7 +119,7 @@ func (p *pool) checkModel(name string, served []string) {
 }
 
 func (s *Server) scrape(ctx context.Context, tg target) (enginemetrics.Snapshot, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.ProbeTimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/metrics", nil)
 	if err != nil {
@@ -145,7 +145,11 @@ func (p *pool) targets() []target {
 	defer p.mu.Unlock()
 	out := make([]target, 0, len(p.b.Replicas))
 	for _, r := range p.b.Replicas {
-		out = append(out, target{r.Name, r.URL, p.keys[r.Name]})
+		key := ""
+		if m := p.members[r.Name]; m != nil {
+			key = m.key
+		}
+		out = append(out, target{r.Name, r.URL, key})
 	}
 	return out
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
@@ -20,26 +22,31 @@ import (
 
 // Server is the gateway: the HTTP handler plus the background health probes of its pools.
 type Server struct {
-	cfg     *config.Config
-	pools   map[string]*pool
-	models  []string
+	// live is what the configuration currently says (models and their pools, keys, policy);
+	// a reload swaps it, and a request keeps the one it started with. boot is the
+	// configuration the gateway started with, for what only a restart changes.
+	live    atomic.Pointer[live]
+	boot    *config.Config
 	client  *http.Client
 	store   store.Store
 	journal *store.Journal
 	// gatewayID names this gateway as the owner of the requests it runs.
 	gatewayID string
-	keys      map[string]apiKey // bearer key → identity
 	log       *slog.Logger
 	now       func() time.Time
 	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
-	// agents are the links to the agents of replicas in fenced mode, by replica name;
-	// epochs numbers every lease this gateway grants.
-	agents        map[string]*agentLink
+	// epochs numbers every lease this gateway grants; agentSecret is sent on control calls
+	// to agents.
 	epochs        *lease.Epochs
+	agentSecret   string
 	controlClient *http.Client
 	metrics       *metrics
+	resolver      Resolver
+	// configPath is the file a reload reads (POST /admin/reload, SIGHUP).
+	configPath string
+	reloadMu   sync.Mutex
 
 	// active are the running requests; draining refuses new ones (see Drain).
 	activeMu sync.Mutex
@@ -48,6 +55,7 @@ type Server struct {
 	idle     *sync.Cond
 
 	stopBackground context.CancelFunc
+	backgroundCtx  context.Context
 	background     sync.WaitGroup
 }
 
@@ -61,6 +69,10 @@ type Options struct {
 	// Dial, when set, replaces the TCP dialer to replicas and agents (tests run the whole
 	// gateway on an in-memory network under a fake clock with it).
 	Dial upstream.DialFunc
+	// Resolver, when set, replaces DNS for replicas_from (tests inject one they control).
+	Resolver Resolver
+	// ConfigPath is the configuration file, read again by a reload.
+	ConfigPath string
 }
 
 // New builds a gateway from a validated configuration and opens its store.
@@ -69,13 +81,14 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		return nil, fmt.Errorf("gateway: nil config")
 	}
 	s := &Server{
-		cfg:       cfg,
-		pools:     make(map[string]*pool),
-		client:    upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial),
-		store:     opt.Store,
-		gatewayID: cfg.GatewayID,
-		log:       opt.Logger,
-		now:       opt.Now,
+		boot:       cfg,
+		client:     upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial),
+		store:      opt.Store,
+		gatewayID:  cfg.GatewayID,
+		log:        opt.Logger,
+		now:        opt.Now,
+		resolver:   opt.Resolver,
+		configPath: opt.ConfigPath,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -83,25 +96,28 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
 	s.bufs.New = func() any { b := make([]byte, readChunk); return &b }
 	s.active = make(map[*run]struct{})
 	s.idle = sync.NewCond(&s.activeMu)
-	for i, m := range cfg.Models {
-		p := newPool(m, cfg, s.now())
-		for j, r := range m.Replicas {
-			key, err := engineKey(m, j, fmt.Sprintf("models[%d].replicas[%d]", i, j))
-			if err != nil {
-				return nil, fmt.Errorf("gateway: %w", err)
-			}
-			p.keys[r.Name] = key
+	s.epochs = lease.NewEpochs(lease.SeedFromTime(time.Now()))
+	// Renewals and cancels get their own connections: a data stream's slow connection
+	// must never delay a heartbeat.
+	s.controlClient = upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial)
+	if f := cfg.AgentSecretFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: agent_secret_file: %w", err)
 		}
-		s.pools[m.Name] = p
-		s.models = append(s.models, m.Name)
+		s.agentSecret = strings.TrimSpace(string(b))
 	}
-	s.keys = buildKeys(cfg.Auth)
-	if err := s.linkAgents(opt.Dial); err != nil {
-		return nil, err
+	l, err := s.build(cfg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	s.live.Store(l)
 	if s.gatewayID == "" {
 		s.gatewayID = defaultGatewayID()
 	}
@@ -143,6 +159,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
 	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
 	mux.HandleFunc("POST /admin/refresh", s.withRequestID(s.adminOnly(s.handleRefresh)))
+	mux.HandleFunc("POST /admin/reload", s.withRequestID(s.adminOnly(s.handleReload)))
 	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
 	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
 	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
@@ -150,31 +167,61 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Start begins the background work: active health probes, metrics scrapes, the renewal of this gateway's
-// ownership of its running requests, and the sweep of expired journal rows. Close stops it.
+// Start begins the background work: active health probes, metrics scrapes, agent lease
+// renewals, DNS discovery, the renewal of this gateway's ownership of its running requests,
+// and the sweep of expired journal rows. Each loop works on the pools of the moment, so a
+// reload changes what they look at. Close stops it.
 func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopBackground = cancel
-	var first sync.WaitGroup
-	for _, p := range s.pools {
-		// One probe and scrape before serving, so that health, fingerprints and load are
-		// known from the start.
-		first.Add(1)
-		go func() {
-			defer first.Done()
-			s.scrapePool(ctx, p)
-			s.probePool(ctx, p)
-		}()
-		h := s.cfg.Health
-		s.goBackground(func() { every(ctx, h.ProbeEvery.D(), func(ctx context.Context) { s.probePool(ctx, p) }) })
-		s.goBackground(func() { every(ctx, h.ScrapeEvery.D(), func(ctx context.Context) { s.scrapePool(ctx, p) }) })
+	s.stopBackground, s.backgroundCtx = cancel, ctx
+	l := s.current()
+	for _, p := range l.pools {
+		s.startDiscovery(p, l.cfg)
 	}
-	for _, l := range s.agents {
-		s.goBackground(func() { every(ctx, s.cfg.Leases.RenewEvery.D(), l.renew) })
-	}
-	s.goBackground(func() { every(ctx, s.cfg.Idempotency.OwnerLease.D()/3, s.renewOwner) })
+	// One probe and scrape before serving, so that health, fingerprints and load are known
+	// from the start.
+	s.eachPool(func(p *pool) {
+		s.scrapePool(ctx, p)
+		s.probePool(ctx, p)
+	})
+	h := s.boot.Health
+	s.goBackground(func() {
+		every(ctx, h.ProbeEvery.D(), func(ctx context.Context) { s.eachPool(func(p *pool) { s.probePool(ctx, p) }) })
+	})
+	s.goBackground(func() {
+		every(ctx, h.ScrapeEvery.D(), func(ctx context.Context) { s.eachPool(func(p *pool) { s.scrapePool(ctx, p) }) })
+	})
+	s.goBackground(func() { every(ctx, s.boot.Leases.RenewEvery.D(), s.renewLeases) })
+	s.goBackground(func() { every(ctx, s.boot.Idempotency.OwnerLease.D()/3, s.renewOwner) })
 	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
-	first.Wait()
+}
+
+// eachPool runs f on every current pool at once and waits for all.
+func (s *Server) eachPool(f func(*pool)) {
+	var wg sync.WaitGroup
+	for _, p := range s.current().pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(p)
+		}()
+	}
+	wg.Wait()
+}
+
+// renewLeases renews the leases on every agent at once (each bounded by renew_every).
+func (s *Server) renewLeases(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range s.current().pools {
+		for _, l := range p.links() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.renew(ctx)
+			}()
+		}
+	}
+	wg.Wait()
 }
 
 func (s *Server) goBackground(f func()) {
@@ -203,41 +250,6 @@ func (s *Server) Close() error {
 	}
 	if err != nil {
 		return fmt.Errorf("gateway: close: %w", err)
-	}
-	return nil
-}
-
-// linkAgents prepares the lease trackers of replicas in fenced mode. Replica names are
-// unique per pool; an agent is keyed by its replica's name, so two pools must not name
-// different agents alike.
-func (s *Server) linkAgents(dial upstream.DialFunc) error {
-	s.agents = make(map[string]*agentLink)
-	s.epochs = lease.NewEpochs(lease.SeedFromTime(time.Now()))
-	// Renewals and cancels get their own connections: a data stream's slow connection
-	// must never delay a heartbeat.
-	s.controlClient = upstream.NewClient(s.cfg.Health.DialTimeout.D(), dial)
-	secret := ""
-	if f := s.cfg.AgentSecretFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("gateway: agent_secret_file: %w", err)
-		}
-		secret = strings.TrimSpace(string(b))
-	}
-	for _, m := range s.cfg.Models {
-		for _, r := range m.Replicas {
-			if !r.Agent {
-				continue
-			}
-			if _, dup := s.agents[r.Name]; dup {
-				return fmt.Errorf("gateway: replica name %q is used by two agents; give them distinct names", r.Name)
-			}
-			l, err := s.newAgentLink(s.pools[m.Name], r.Name, r.URL, secret)
-			if err != nil {
-				return fmt.Errorf("gateway: replica %s: %w", r.Name, err)
-			}
-			s.agents[r.Name] = l
-		}
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 // record the input and what happened to it, so a failure can be replayed against a
 // simulator; they are off by default because inputs may be private.
 func (rn *run) trace(now time.Time, kind string, payload any) {
-	if !rn.s.cfg.Traces {
+	if !rn.cfg.Traces {
 		return
 	}
 	var b []byte

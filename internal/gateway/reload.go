@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/openai"
+)
+
+// Reload applies a new, validated configuration without dropping a stream: new requests
+// use its models, replicas, keys and policy; running requests finish on what they started
+// with (a request keeps its configuration and its attempts keep their replica). Replicas that
+// leave drain and go once idle; replicas that join wait for a passing probe. Settings only a
+// restart can change (listen address, TLS, store, gateway id, leases, agent secret, owner
+// lease) must be unchanged, or the reload is refused and the running configuration kept.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if err := restartOnly(s.boot, cfg); err != nil {
+		return err
+	}
+	prev := s.current()
+	l, err := s.build(cfg, prev)
+	if err != nil {
+		return err
+	}
+	s.live.Store(l)
+	for name, p := range prev.pools {
+		if l.pools[name] == nil {
+			// The model is gone: no new requests reach it; its running ones finish.
+			p.reconcile(s, "config", nil, false)
+			s.startDiscovery(p, cfg)
+		}
+	}
+	for _, p := range l.pools {
+		s.startDiscovery(p, cfg)
+	}
+	s.log.Info("configuration reloaded", "models", l.modelNames())
+	return nil
+}
+
+// restartOnly refuses a new configuration that changes what only a restart can.
+func restartOnly(old, cfg *config.Config) error {
+	for _, c := range []struct {
+		field    string
+		was, now any
+	}{
+		{"listen", old.Listen, cfg.Listen},
+		{"tls", old.TLS, cfg.TLS},
+		{"store", old.Store, cfg.Store},
+		{"gateway_id", old.GatewayID, cfg.GatewayID},
+		{"leases", old.Leases, cfg.Leases},
+		{"agent_secret_file", old.AgentSecretFile, cfg.AgentSecretFile},
+		{"idempotency.owner_lease", old.Idempotency.OwnerLease, cfg.Idempotency.OwnerLease},
+		{"health.probe_every", old.Health.ProbeEvery, cfg.Health.ProbeEvery},
+		{"health.scrape_every", old.Health.ScrapeEvery, cfg.Health.ScrapeEvery},
+		{"health.dial_timeout", old.Health.DialTimeout, cfg.Health.DialTimeout},
+	} {
+		if !reflect.DeepEqual(c.was, c.now) {
+			return fmt.Errorf("%s: changing it needs a restart; the configuration was not reloaded", c.field)
+		}
+	}
+	return nil
+}
+
+// ReloadFile reads the configuration file again and reloads it (SIGHUP, POST /admin/reload).
+func (s *Server) ReloadFile() error {
+	if s.configPath == "" {
+		return fmt.Errorf("the gateway was not started from a configuration file")
+	}
+	cfg, err := config.LoadFile(s.configPath)
+	if err != nil {
+		return err
+	}
+	return s.Reload(cfg)
+}
+
+// handleReload reloads the configuration file; an invalid one is refused with the reason,
+// and the running configuration kept.
+//
+//	POST /admin/reload
+func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
+	if err := s.ReloadFile(); err != nil {
+		s.log.Error("configuration not reloaded; keeping the running one", "err", err)
+		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_configuration",
+			Message: "the configuration was not reloaded: " + err.Error(), RequestID: requestID(r)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reloaded": true, "models": s.current().models})
+}
