@@ -104,6 +104,22 @@ func embedDim(tok int) int {
 	return tok % nEmbd
 }
 
+// ChatReply is the answer of n words to any chat request (and to the Messages and
+// Responses APIs, which llama-server renders through the same chat template): the
+// template ends every prompt with "assistant:", whose last byte decides the first word.
+func (m *Model) ChatReply(n int) string { return m.Completion("assistant:", n) }
+
+// Completion is the answer of n words to a text completion of prompt. A prompt is
+// tokenized to bytes (no word can be formed from its characters), so its last byte
+// decides the first word.
+func (m *Model) Completion(prompt string, n int) string {
+	if prompt == "" || n <= 0 {
+		return ""
+	}
+	first := m.Next(firstByte + int(prompt[len(prompt)-1]))
+	return " " + first + m.After(first, n-1)
+}
+
 // After returns the n words the model writes after word w, each with its leading space.
 func (m *Model) After(w string, n int) string {
 	i := wordIndex(w)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -218,6 +219,10 @@ func (s *Server) Kill() {
 	<-s.done
 }
 
+// Freeze stops the process with SIGSTOP: it holds its connections and answers nothing,
+// as a hung engine does, until it is killed.
+func (s *Server) Freeze() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
 // Exited tells whether the process has ended.
 func (s *Server) Exited() bool {
 	select {
@@ -293,8 +298,9 @@ func (s *Server) Busy(ctx context.Context) (int, error) {
 }
 
 // WaitSlots polls /slots until cond holds of the number of busy slots, or ctx ends.
-// The engine releases a slot on its own thread after it notices a closed connection,
-// so there is no event to wait for; the poll is bounded by ctx.
+// The engine takes and releases slots on its own thread (a slot is freed after the
+// engine notices a closed connection), so there is no event to wait for; the poll is
+// bounded by ctx.
 func (s *Server) WaitSlots(ctx context.Context, cond func(busy int) bool) (int, error) {
 	for {
 		busy, err := s.Busy(ctx)
@@ -304,6 +310,23 @@ func (s *Server) WaitSlots(ctx context.Context, cond func(busy int) bool) (int, 
 		select {
 		case <-ctx.Done():
 			return busy, fmt.Errorf("%s: %d slots busy when %w (last error %v)", s.Name, busy, ctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// WaitMetric polls /metrics until cond holds of the named metric's value, or ctx ends
+// (see WaitSlots for why it polls).
+func (s *Server) WaitMetric(ctx context.Context, name string, cond func(v float64) bool) (float64, error) {
+	for {
+		m, err := s.Metrics(ctx)
+		v := m[name]
+		if err == nil && cond(v) {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("%s: %s is %v when %w (last error %v)", s.Name, name, v, ctx.Err(), err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -43,12 +43,11 @@ type chatAnswer struct {
 // The real engine loads the model and answers exactly max_tokens words, the ones the model
 // predicts: after the chat template's last byte (":" of "assistant:") comes Next of that
 // byte's token, then the chain of successors. Sampling at any temperature gives the same
-// answer, and the end-of-sequence token never cuts it short.
+// answer, and the end-of-sequence token never cuts it short. A text completion continues
+// from the prompt's last byte.
 func TestServerAnswersPlainWords(t *testing.T) {
 	s := Start(t, 1, Options{Seed: 5})[0]
-	m := NewModel(5)
-	first := m.Next(firstByte + ':')
-	want := " " + first + m.After(first, 39)
+	want := NewModel(5).ChatReply(40)
 	for _, temp := range []float64{0, 0.8, 2} {
 		var a chatAnswer
 		code := post(t, s.URL+"/v1/chat/completions", map[string]any{
@@ -65,6 +64,18 @@ func TestServerAnswersPlainWords(t *testing.T) {
 	}
 	if got := len(strings.Fields(want)); got != 40 {
 		t.Fatalf("%d words", got)
+	}
+	var c struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if code := post(t, s.URL+"/v1/completions", map[string]any{"model": ModelName, "max_tokens": 7, "prompt": "once upon a time"}, &c); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if want := NewModel(5).Completion("once upon a time", 7); c.Choices[0].Text != want || c.Choices[0].FinishReason != "length" {
+		t.Fatalf("completion %+v, want %q", c, want)
 	}
 }
 
