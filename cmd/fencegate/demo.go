@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -78,5 +79,6 @@ An idle pool sends new work to sim-1 first. Try, in another terminal:
 
 Crashed replicas come back after %s. Ctrl-C stops everything.
 `, gw, replicas[0].URL, replicas[1].URL, replicas[2].URL, gw, body, gw, body, gw, body, gw, *restart)
-	return runGateway(ctx, cfg, stdout)
+	// The demo is for people at a terminal: text logs, no configuration file to reload.
+	return runGateway(ctx, cfg, "", slog.New(slog.NewTextHandler(os.Stderr, nil)), stdout)
 }

@@ -12,15 +12,19 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/logging"
 )
 
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	path := fs.String("config", "", "path to the YAML configuration (required)")
+	path := fs.String("config", "", "path to the YAML configuration (required); SIGHUP reloads it")
+	format := fs.String("log-format", logging.JSON, "json or text")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,11 +32,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("serve: --config is required")
 	}
+	log, err := logging.New(*format, os.Stderr)
+	if err != nil {
+		return err
+	}
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
-	return runGateway(ctx, cfg, stdout)
+	return runGateway(ctx, cfg, *path, log, stdout)
 }
 
 // storeEnv names the environment variable that, when set, replaces the configuration's
@@ -58,14 +66,32 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// runGateway serves cfg until ctx ends, then drains in-flight requests for a while.
-func runGateway(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	gw, err := gateway.New(ctx, cfg, gateway.Options{Logger: log})
+// runGateway serves cfg until ctx ends, then drains in-flight requests for a while. With a
+// configuration file, SIGHUP reloads it (running streams finish on what they started with;
+// an invalid file is refused, logged, and the running configuration kept).
+func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, stdout io.Writer) error {
+	gw, err := gateway.New(ctx, cfg, gateway.Options{Logger: log, ConfigPath: path, LoadConfig: loadConfig})
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
+	if path != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if err := gw.ReloadFile(); err != nil {
+						log.Error("configuration not reloaded; keeping the running one", "err", err)
+					}
+				}
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)

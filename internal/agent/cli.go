@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/fencegate/fencegate/internal/logging"
 	"io"
 	"log/slog"
 	"os"
@@ -19,7 +20,7 @@ import (
 func Main(args []string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, args, stdout, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	return run(ctx, args, stdout, nil)
 }
 
 // run is Main with the stop signal as a context and the logger given, so
@@ -31,6 +32,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logg
 	}
 	if err != nil {
 		return err
+	}
+	if logger == nil {
+		if logger, err = logging.New(cfg.LogFormat, os.Stderr); err != nil {
+			return err
+		}
 	}
 	cfg.Logger = logger
 	a, err := Start(cfg)
@@ -55,6 +61,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&cfg.EngineKind, "engine-kind", KindGeneric, "generic, vllm or sglang")
 	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
 	fs.DurationVar(&cfg.ScrapeEvery, "scrape-every", defaultScrapeEvery, "interval of the engine /metrics scrape")
+	fs.StringVar(&cfg.LogFormat, "log-format", logging.JSON, "json or text")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -19,6 +19,8 @@ const (
 
 // Config describes one agent. Zero fields get the defaults in their comments.
 type Config struct {
+	// LogFormat is --log-format (json or text), used when Logger is nil.
+	LogFormat string
 	// Engine is the engine's base URL, e.g. "http://127.0.0.1:8000". Required.
 	Engine string
 	// Listen is the address to listen on; default "127.0.0.1:8101".

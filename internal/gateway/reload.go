@@ -70,7 +70,11 @@ func (s *Server) ReloadFile() error {
 	if s.configPath == "" {
 		return fmt.Errorf("the gateway was not started from a configuration file")
 	}
-	cfg, err := config.LoadFile(s.configPath)
+	load := s.loadConfig
+	if load == nil {
+		load = config.LoadFile
+	}
+	cfg, err := load(s.configPath)
 	if err != nil {
 		return err
 	}

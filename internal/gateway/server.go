@@ -46,6 +46,7 @@ type Server struct {
 	resolver      Resolver
 	// configPath is the file a reload reads (POST /admin/reload, SIGHUP).
 	configPath string
+	loadConfig func(string) (*config.Config, error)
 	reloadMu   sync.Mutex
 
 	// active are the running requests; draining refuses new ones (see Drain).
@@ -71,8 +72,11 @@ type Options struct {
 	Dial upstream.DialFunc
 	// Resolver, when set, replaces DNS for replicas_from (tests inject one they control).
 	Resolver Resolver
-	// ConfigPath is the configuration file, read again by a reload.
+	// ConfigPath is the configuration file, read again by a reload; LoadConfig, when set,
+	// reads it (the serve command's reader, which also applies its environment), else
+	// config.LoadFile does.
 	ConfigPath string
+	LoadConfig func(path string) (*config.Config, error)
 }
 
 // New builds a gateway from a validated configuration and opens its store.
@@ -89,6 +93,7 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		now:        opt.Now,
 		resolver:   opt.Resolver,
 		configPath: opt.ConfigPath,
+		loadConfig: opt.LoadConfig,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
