@@ -517,21 +517,12 @@ func TestEnginesAreReachedOnlyThroughTheirAgents(t *testing.T) {
 	m := loadManifests(t)
 	df := parseDockerfile(t)
 	cfg := gatewayConfig(t, m)
-	sts := m.statefulSets["vllm"]
-	if sts == nil {
-		t.Fatal("no StatefulSet vllm")
+	d := m.deployments["vllm"]
+	if d == nil {
+		t.Fatal("no Deployment vllm")
 	}
-	pod := sts.Spec.Template
-	checkLabelSelector(t, "StatefulSet vllm", sts.Spec.Selector, pod.Labels)
-	svc := m.services[sts.Spec.ServiceName]
-	if svc == nil {
-		t.Fatalf("no Service %q, the StatefulSet's serviceName", sts.Spec.ServiceName)
-	}
-	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		t.Errorf("Service %s is not headless: its pods would have no names of their own", svc.Name)
-	}
-	checkSelects(t, "Service "+svc.Name, svc.Spec.Selector, pod.Labels)
-
+	pod := d.Spec.Template
+	checkLabelSelector(t, "Deployment vllm", d.Spec.Selector, pod.Labels)
 	engine := container(t, pod.Spec, "vllm")
 	agent := container(t, pod.Spec, "agent")
 	if len(pod.Spec.Containers) != 2 {
@@ -581,13 +572,27 @@ func TestEnginesAreReachedOnlyThroughTheirAgents(t *testing.T) {
 	}
 	checkLockedDown(t, pod.Spec, agent, df.imageUID(t))
 	checkHTTPProbe(t, agent, agent.ReadinessProbe, "readiness", "/health", int32(agentPort))
-	for _, p := range svc.Spec.Ports {
-		if portNumber(t, agent, p.TargetPort) != int32(agentPort) {
-			t.Errorf("Service %s port %s targets %v, not the agent's %d", svc.Name, p.Name, p.TargetPort.String(), agentPort)
+
+	// Stopping: both containers wait the same while the gateways drain the pod, and the
+	// kubelet's grace covers the wait.
+	grace := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	var waits []int64
+	for _, c := range []*corev1.Container{engine, agent} {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+			t.Errorf("container %s has no preStop sleep: it would stop while the gateways still send it work", c.Name)
+			continue
 		}
+		waits = append(waits, c.Lifecycle.PreStop.Sleep.Seconds)
+	}
+	if len(waits) == 2 && (waits[0] != waits[1] || grace <= waits[0]) {
+		t.Errorf("preStop sleeps %v and grace %d: want equal sleeps shorter than the grace", waits, grace)
 	}
 
-	// The gateway lists every engine pod, by its stable name, at its agent, fenced.
+	// The gateway discovers these pods through their headless Service, at the agent's
+	// port, fenced.
 	model := flagValue(engine.Args, "--served-model-name")
 	var pool *config.Model
 	for i := range cfg.Models {
@@ -598,19 +603,29 @@ func TestEnginesAreReachedOnlyThroughTheirAgents(t *testing.T) {
 	if pool == nil {
 		t.Fatalf("the gateway serves no model %q (the engine's --served-model-name)", model)
 	}
-	var want []string
-	for i := 0; i < int(*sts.Spec.Replicas); i++ {
-		want = append(want, fmt.Sprintf("http://%s-%d.%s:%d", sts.Name, i, svc.Name, agentPort))
+	rf := pool.ReplicasFrom
+	if rf == nil || len(pool.Replicas) != 0 {
+		t.Fatal("the gateway does not find the engines through replicas_from alone")
 	}
-	var got []string
-	for _, r := range pool.Replicas {
-		got = append(got, r.URL)
-		if !r.Agent || r.Engine != "vllm" {
-			t.Errorf("replica %s: agent %v engine %q, want fenced vllm", r.Name, r.Agent, r.Engine)
+	if rf.Port != agentPort || !rf.Agent || rf.Engine != "vllm" || rf.Scheme != "http" {
+		t.Errorf("replicas_from %+v: want the agents' port %d, fenced, vllm, http", rf, agentPort)
+	}
+	svcName, _, _ := strings.Cut(rf.DNS, ".")
+	svc := m.services[svcName]
+	if svc == nil {
+		t.Fatalf("no Service %q (replicas_from.dns)", rf.DNS)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service %s is not headless: its name would resolve to one virtual IP, not to each pod", svc.Name)
+	}
+	if svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s publishes pods that are not ready: a stopping pod would stay a replica", svc.Name)
+	}
+	checkSelects(t, "Service "+svc.Name, svc.Spec.Selector, pod.Labels)
+	for _, p := range svc.Spec.Ports {
+		if portNumber(t, agent, p.TargetPort) != int32(agentPort) {
+			t.Errorf("Service %s port %s targets %v, not the agent's %d", svc.Name, p.Name, p.TargetPort.String(), agentPort)
 		}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("the gateway's replicas %q, want the StatefulSet's pods %q", got, want)
 	}
 }
 
@@ -671,11 +686,15 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 		{"fencegate-postgres-from-gateways", "fencegate-postgres", "postgres"},
 	} {
 		np := m.policies[tc.policy]
-		sts := m.statefulSets[tc.workload]
-		if np == nil || sts == nil {
-			t.Fatalf("no NetworkPolicy %s or StatefulSet %s", tc.policy, tc.workload)
+		var pod corev1.PodTemplateSpec
+		if d := m.deployments[tc.workload]; d != nil {
+			pod = d.Spec.Template
+		} else if s := m.statefulSets[tc.workload]; s != nil {
+			pod = s.Spec.Template
 		}
-		pod := sts.Spec.Template
+		if np == nil || pod.Labels == nil {
+			t.Fatalf("no NetworkPolicy %s or workload %s", tc.policy, tc.workload)
+		}
 		checkLabelSelector(t, "NetworkPolicy "+np.Name, &np.Spec.PodSelector, pod.Labels)
 		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || len(np.Spec.Ingress) != 1 {
 			t.Fatalf("NetworkPolicy %s: want one ingress rule", np.Name)
