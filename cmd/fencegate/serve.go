@@ -40,6 +40,17 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn("spans not exported at exit", "err", err)
+		}
+	}()
 	return runGateway(ctx, cfg, *path, log, stdout)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // boundaryWriteTimeout bounds the synchronous journal writes of a keyed request (its
@@ -54,7 +55,8 @@ type attempt struct {
 	// counted is the output tokens counted so far per choice index (below 64).
 	usage   bool
 	counted [64]int
-	key     string // the engine's API key
+	key     string     // the engine's API key
+	span    trace.Span // the attempt's span
 	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	link  *agentLink
 	epoch uint64
@@ -159,6 +161,7 @@ func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
 	setEngineKey(req.Header, a.key)
 	req.Header.Set("X-Request-Id", rn.id)
 	req.Header.Set(agent.HeaderAttempt, a.id)
+	rn.startAttemptSpan(a, req.Header)
 	if a.link != nil {
 		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.s.boot.Leases.TTL.D(), rn.s.gatewayID)
 	}
@@ -197,6 +200,7 @@ func (rn *run) endAttempt(act failover.Action, now time.Time) {
 	rn.s.metrics.attempts.WithLabelValues(rn.model, a.replica, end).Inc()
 	rn.trace(now, "attempt_ended", attemptTrace{Attempt: a.id, Replica: a.replica, EndReason: act.Reason, Failure: a.rec.Failure})
 	rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
+	endAttemptSpan(a, act.Reason, a.rec.Failure, act.Cancel)
 	if a.link != nil {
 		rn.releaseLease(a, act.Cancel, act.AwaitFence)
 	}

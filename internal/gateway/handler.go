@@ -126,6 +126,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	defer s.unregister(rn)
+	rn.startRequestSpan()
 	rn.serve()
 }
 

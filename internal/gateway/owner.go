@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/internal/protocol"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // run is one logical request and its owner loop (docs/design.md §6). The handler's
@@ -44,7 +45,9 @@ type run struct {
 	affinity     uint64 // prefix-affinity key of the prompt (0: none)
 	start        time.Time
 	firstDeltaAt time.Time // when the delivery boundary was crossed (zero: not yet)
-	revision     string    // weights revision of the replica serving the current attempt
+	span         trace.Span
+	spanCtx      context.Context
+	revision     string // weights revision of the replica serving the current attempt
 	slowCounted  bool
 	traceSeq     int64
 	// promptTokens is the prompt's size for the rerun cost: an engine's count once it
@@ -277,6 +280,9 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		}
 		rn.s.metrics.observeFirstDelta(rn.model, rn.start, now)
 		rn.firstDeltaAt = now
+		if rn.cur != nil && rn.cur.span != nil {
+			rn.cur.span.AddEvent("first_delta")
+		}
 		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
@@ -345,6 +351,11 @@ func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	}
 	// Traced before the final update, so a reader that sees the outcome sees every trace.
 	rn.trace(now, "finished", map[string]any{"outcome": o.String(), "delivered_output_tokens": rn.m.Delivered(), "error": json.RawMessage(u.Error)})
+	code := ""
+	if e != nil {
+		code = e.Code
+	}
+	rn.endRequestSpan(o.String(), code)
 	rn.update(u)
 	if rn.keyed {
 		// The outcome of a keyed request is durable before its client sees the end of the

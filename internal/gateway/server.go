@@ -18,6 +18,8 @@ import (
 	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Server is the gateway: the HTTP handler plus the background health probes of its pools.
@@ -44,6 +46,7 @@ type Server struct {
 	controlClient *http.Client
 	metrics       *metrics
 	resolver      Resolver
+	tracer        trace.Tracer
 	// configPath is the file a reload reads (POST /admin/reload, SIGHUP).
 	configPath string
 	loadConfig func(string) (*config.Config, error)
@@ -72,6 +75,9 @@ type Options struct {
 	Dial upstream.DialFunc
 	// Resolver, when set, replaces DNS for replicas_from (tests inject one they control).
 	Resolver Resolver
+	// TracerProvider records the spans of requests and attempts (default: the global
+	// provider, a no-op unless the program set one).
+	TracerProvider trace.TracerProvider
 	// ConfigPath is the configuration file, read again by a reload; LoadConfig, when set,
 	// reads it (the serve command's reader, which also applies its environment), else
 	// config.LoadFile does.
@@ -104,6 +110,11 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	if s.resolver == nil {
 		s.resolver = net.DefaultResolver
 	}
+	tp := opt.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer(tracerName)
 	s.bufs.New = func() any { b := make([]byte, readChunk); return &b }
 	s.active = make(map[*run]struct{})
 	s.idle = sync.NewCond(&s.activeMu)
