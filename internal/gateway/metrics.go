@@ -29,7 +29,7 @@ func newMetrics(s *Server) *metrics {
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_attempts_total",
 		Help: "Attempts by replica and how they ended (completed, dead, uncertain, overloaded, rejected, cancelled)."}, []string{"model", "replica", "end"})
 	m.reruns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_reruns_total",
-		Help: "Reruns of a request on another replica before the delivery boundary."}, []string{"model"})
+		Help: "Reruns of a request on another replica before the delivery boundary, by why the previous attempt ended (connection_refused, connection_reset, engine_status_503, agent_unreachable, ...)."}, []string{"model", "reason"})
 	m.shed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_shed_total",
 		Help: "Requests answered 429 because every replica was at its load limit."}, []string{"model"})
 	m.softTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_slow_first_token_total",

@@ -238,7 +238,11 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 	switch a.Kind {
 	case failover.ActStartAttempt:
 		if a.Rerun {
-			rn.s.metrics.reruns.WithLabelValues(rn.model).Inc()
+			reason := ""
+			if infos := rn.m.Attempts(); len(infos) > 0 {
+				reason = infos[len(infos)-1].EndReason
+			}
+			rn.s.metrics.reruns.WithLabelValues(rn.model, reason).Inc()
 		}
 		rn.startAttempt(a.Attempt, now)
 	case failover.ActEndAttempt:
