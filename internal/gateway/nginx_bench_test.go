@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,7 +58,8 @@ http {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// SIGTERM, not SIGKILL: the master then stops its workers, which SIGKILL would orphan.
+	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	for i := 0; ; i++ {
 		resp, err := http.Get("http://" + addr + "/health")
 		if err == nil {
