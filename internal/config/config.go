@@ -7,6 +7,14 @@ import "time"
 type Config struct {
 	// Listen is the gateway's HTTP address. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
+	// AdminListen, when set, is a second address that alone serves /metrics, /readyz,
+	// /admin/* and /debug/pprof/; the public listener then serves only /v1/* and /healthz.
+	// Bound to a loopback address, its admin calls need no admin key; bound elsewhere they
+	// do (auth.admin_keys is then required). Unset: one listener serves everything, and
+	// pprof is off.
+	AdminListen string `yaml:"admin_listen"`
+	// Server bounds what a slow or hostile client can hold of the HTTP server.
+	Server Server `yaml:"server"`
 	// TLS, when set, serves HTTPS on Listen instead of plain HTTP.
 	TLS TLS `yaml:"tls"`
 	// Models lists the pools: one per served model name.
@@ -98,7 +106,44 @@ type Model struct {
 	// Affinity sends requests that share a long prompt prefix to the replica likely to have
 	// it cached, within a load bound.
 	Affinity Affinity `yaml:"affinity"`
+	// Canary, when set, checks that the replicas of each fingerprint group answer a fixed
+	// greedy probe alike (docs/design.md §3). Off when absent.
+	Canary *Canary `yaml:"canary"`
 }
+
+// Canary configures the consistency canary of a pool: on a schedule, and whenever a
+// replica joins or comes back, every replica of a fingerprint group gets the same greedy
+// probe (temperature 0, a fixed seed); a replica whose answer differs from its group's
+// majority, also on a second try, is marked diverges.
+type Canary struct {
+	// Every is the period of the check. Default 5m.
+	Every Duration `yaml:"every"`
+	// MaxTokens is the length of the probe's answer. Default 16.
+	MaxTokens int `yaml:"max_tokens"`
+	// CompareTokens: only the first this many tokens of the answers are compared, since
+	// engines are not bitwise deterministic across batch sizes and a long greedy answer
+	// may drift late. Default 8, at most MaxTokens.
+	CompareTokens int `yaml:"compare_tokens"`
+	// MaxLogprobDistance, when above 0 and both engines report logprobs, also fails two
+	// answers whose compared tokens are equal but whose logprobs differ by more than this
+	// on average (natural log units). 0: tokens alone decide.
+	MaxLogprobDistance float64 `yaml:"max_logprob_distance"`
+	// ExcludeFrom says what a diverging replica is kept from: "reruns" (the default: no
+	// rerun goes to it or leaves it) or "all" (no new work at all).
+	ExcludeFrom string `yaml:"exclude_from"`
+	// Prompt is the probe's user message. Default: a short fixed instruction.
+	Prompt string `yaml:"prompt"`
+}
+
+// Defaults of the canary.
+const (
+	DefaultCanaryEvery         = 5 * time.Minute
+	DefaultCanaryMaxTokens     = 16
+	DefaultCanaryCompareTokens = 8
+	DefaultCanaryPrompt        = "Count from one to twenty in words, separated by spaces."
+	CanaryExcludeReruns        = "reruns"
+	CanaryExcludeAll           = "all"
+)
 
 // Affinity configures prefix affinity.
 type Affinity struct {
@@ -142,11 +187,11 @@ type Replica struct {
 	// Priority is the replica's tier: lower tiers serve first; a higher tier serves new
 	// requests only when no replica of a lower tier is available (reruns may use any tier).
 	Priority int `yaml:"priority"`
-	// Fingerprint describes what makes this replica's output interchangeable with another's:
-	// keys revision, quantization, tokenizer, chat_template, cache_dtype (KV dtype),
-	// tensor_parallel_size, pipeline_parallel_size, block_size, lora (ordered adapters,
-	// comma-separated). Values the engine also reports (vllm:cache_config_info) are checked
-	// against it; a mismatch keeps the replica out of the pool.
+	// Fingerprint describes what makes this replica's output interchangeable with another's
+	// (the keys of FingerprintKeys). Every value is an assertion: what the engine reports
+	// about itself (its metrics, /v1/models, /version, SGLang's server info, llama.cpp's
+	// /props, the agent's content digest) is checked against it, and a mismatch keeps the
+	// replica out of the pool. Keys left out are filled from what the engine reports.
 	Fingerprint map[string]string `yaml:"fingerprint"`
 	// KVCacheDomain names a group of replicas that share a KV cache; their fingerprints
 	// must be identical.
@@ -166,9 +211,20 @@ type Replica struct {
 	Agent bool `yaml:"agent"`
 }
 
-// FingerprintKeys are the fingerprint keys fencegate knows (others are rejected).
-var FingerprintKeys = []string{"revision", "quantization", "tokenizer", "chat_template", "cache_dtype",
-	"tensor_parallel_size", "pipeline_parallel_size", "block_size", "lora"}
+// FingerprintKeys are the fingerprint keys fencegate knows (others are rejected):
+//
+//	revision                weights revision (a Hugging Face commit, or any label)
+//	model                   the weights the engine loaded (its model path or id)
+//	content_sha256          the agent's digest of the model directory's answer-deciding files
+//	quantization, dtype     weight quantization and compute dtype
+//	tokenizer, chat_template
+//	cache_dtype, block_size the KV cache's dtype and block (page) size
+//	tensor_parallel_size, pipeline_parallel_size
+//	max_model_len           the context window
+//	lora                    the adapters loaded, comma-separated in order
+var FingerprintKeys = []string{"revision", "model", "content_sha256", "quantization", "dtype", "tokenizer",
+	"chat_template", "cache_dtype", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
+	"max_model_len", "lora"}
 
 // Policy is the failover policy. See docs/design.md §3.
 type Policy struct {
@@ -240,20 +296,76 @@ type Health struct {
 	ScrapeEvery Duration `yaml:"scrape_every"`
 }
 
-// Limits bounds client input.
+// Server configures the HTTP listeners (net/http's limits), against clients that are slow
+// or hostile rather than merely gone.
+type Server struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// BodyReadTimeout bounds reading a request's body, from the end of its headers: a body
+	// that trickles in slower is cut and answered 408. Default 60s (4 MiB at 70 KB/s).
+	BodyReadTimeout Duration `yaml:"body_read_timeout"`
+	// IdleTimeout closes a kept-alive connection that sends no new request for this long.
+	// Default 2m.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's header block (request line included). Default
+	// 64 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnections bounds the open connections of each listener; past it, new
+	// connections wait in the kernel's accept queue. Default 10000; -1: no bound.
+	MaxConnections int `yaml:"max_connections"`
+}
+
+// Limits bounds client input and, per API key, what a key may use.
 type Limits struct {
 	// MaxBodyBytes is the largest accepted request body. Default 4 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Backend is where the per-key counters live: "local" (the default: each gateway
+	// counts on its own) or "redis://HOST:PORT/DB" (every gateway sharing that Redis
+	// shares the counters, so a key's limits hold across them).
+	Backend string `yaml:"backend"`
+	// OnBackendError is what a gateway does while Redis is unreachable: "open" (the
+	// default: go on with per-gateway counters) or "closed" (answer 503
+	// limits_unavailable to keys that have limits).
+	OnBackendError string `yaml:"on_backend_error"`
+	// KeyPrefix starts every Redis key the limits write. Default "fencegate:limits:".
+	KeyPrefix string `yaml:"key_prefix"`
 }
 
-// Auth lists API keys. With no keys, the gateway is open (suited to a private network).
+// Auth lists API keys. With no keys (here or in the store, see `fencegate keys`), the
+// gateway is open (suited to a private network).
 type Auth struct {
 	Keys      []APIKey `yaml:"keys"`
 	AdminKeys []APIKey `yaml:"admin_keys"`
+	// StoreRefresh is how often the keys kept in the store are read again, so that a key
+	// created or revoked on one gateway holds on every gateway sharing the store within
+	// it. Default 2s.
+	StoreRefresh Duration `yaml:"store_refresh"`
 }
 
 // APIKey is one bearer key. ID is what the journal records (never the key itself).
 type APIKey struct {
-	ID  string `yaml:"id"`
-	Key string `yaml:"key"`
+	ID string `yaml:"id"`
+	// Key is the secret in plain text; KeySHA256 is the hex SHA-256 of the secret instead,
+	// so that the configuration need not hold it. Exactly one is set.
+	Key       string `yaml:"key"`
+	KeySHA256 string `yaml:"key_sha256"`
+	// Models, when set, are the only models the key may use; to the key, the others do not
+	// exist (404 model_not_found, absent from GET /v1/models). Admin keys ignore it.
+	Models []string `yaml:"models"`
+	// MaxConcurrent, RPM and TPM limit the key: requests running at once, requests per
+	// minute, and output tokens per minute (counted as delivered). 0: no limit.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	RPM           int `yaml:"rpm"`
+	TPM           int `yaml:"tpm"`
+}
+
+// HasPlaintextKeys reports whether a key is written in the configuration in plain text
+// (key:), which the gateway warns about at start.
+func (a Auth) HasPlaintextKeys() bool {
+	for _, k := range append(append([]APIKey(nil), a.Keys...), a.AdminKeys...) {
+		if k.Key != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -54,3 +54,35 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// The canary is off unless configured; configured, it gets its defaults and its fields are
+// checked by name.
+func TestCanaryConfig(t *testing.T) {
+	base := "models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n"
+	c, err := Parse([]byte(base))
+	if err != nil || c.Models[0].Canary != nil {
+		t.Fatalf("canary without configuration: %+v, %v", c.Models[0].Canary, err)
+	}
+	c, err = Parse([]byte(base + "    canary: {every: 1m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Models[0].Canary
+	if k.Every.D() != time.Minute || k.MaxTokens != DefaultCanaryMaxTokens || k.CompareTokens != DefaultCanaryCompareTokens ||
+		k.ExcludeFrom != CanaryExcludeReruns || k.Prompt == "" {
+		t.Fatalf("canary defaults %+v", k)
+	}
+	for in, field := range map[string]string{
+		"    canary: {every: 10ms}\n":                      "models[0].canary.every",
+		"    canary: {max_tokens: 4, compare_tokens: 5}\n": "models[0].canary.compare_tokens",
+		"    canary: {exclude_from: sometimes}\n":          "models[0].canary.exclude_from",
+		"    canary: {max_logprob_distance: -1}\n":         "models[0].canary.max_logprob_distance",
+	} {
+		if _, err := Parse([]byte(base + in)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: error %v does not name %s", in, err, field)
+		}
+	}
+	if _, err := Parse([]byte("models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n        fingerprint: {max_model_len: '8192', content_sha256: ab, model: /m, dtype: bf16}\n")); err != nil {
+		t.Fatalf("the discovered keys are known: %v", err)
+	}
+}

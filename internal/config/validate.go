@@ -220,6 +220,44 @@ func (m *Model) validate(field string) error {
 	if m.Affinity.LoadBound < 1 {
 		return fmt.Errorf("%s.affinity.load_bound: %g must be >= 1", field, m.Affinity.LoadBound)
 	}
+	if m.Canary != nil {
+		return m.Canary.validate(field + ".canary")
+	}
+	return nil
+}
+
+func (c *Canary) validate(field string) error {
+	if err := defaultPositive(&c.Every, DefaultCanaryEvery, field+".every"); err != nil {
+		return err
+	}
+	if c.Every.D() < time.Second {
+		return fmt.Errorf("%s.every: %s is below the minimum of 1s", field, c.Every.D())
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultCanaryMaxTokens
+	}
+	if c.MaxTokens < 1 || c.MaxTokens > 256 {
+		return fmt.Errorf("%s.max_tokens: %d must be between 1 and 256", field, c.MaxTokens)
+	}
+	if c.CompareTokens == 0 {
+		c.CompareTokens = min(DefaultCanaryCompareTokens, c.MaxTokens)
+	}
+	if c.CompareTokens < 1 || c.CompareTokens > c.MaxTokens {
+		return fmt.Errorf("%s.compare_tokens: %d must be between 1 and max_tokens (%d)", field, c.CompareTokens, c.MaxTokens)
+	}
+	if c.MaxLogprobDistance < 0 {
+		return fmt.Errorf("%s.max_logprob_distance: %g must be >= 0", field, c.MaxLogprobDistance)
+	}
+	switch c.ExcludeFrom {
+	case "":
+		c.ExcludeFrom = CanaryExcludeReruns
+	case CanaryExcludeReruns, CanaryExcludeAll:
+	default:
+		return fmt.Errorf("%s.exclude_from: %q is neither %s nor %s", field, c.ExcludeFrom, CanaryExcludeReruns, CanaryExcludeAll)
+	}
+	if c.Prompt == "" {
+		c.Prompt = DefaultCanaryPrompt
+	}
 	return nil
 }
 
