@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +47,23 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		base + "policy:\n  retry_budget: {ratio: 2}\n":           "policy.retry_budget.ratio",
 		base + "bogus: 1\n":                                      "bogus",
 		base + "auth:\n  keys: [{id: a, key: short}]\n":          "auth.keys[0].key",
-		"models:\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n": "models[1].name",
+		"models:\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n":         "models[1].name",
+		base + "auth:\n  keys: [{id: a, key_sha256: abc}]\n":                                                                    "auth.keys[0].key_sha256",
+		base + "auth:\n  keys: [{id: a, key: 0123456789abcdefX, key_sha256: " + sha256Of("x") + "}]\n":                          "auth.keys[0]: key and key_sha256",
+		base + "auth:\n  keys: [{id: a}]\n":                                                                                     "auth.keys[0].key",
+		base + "auth:\n  keys: [{id: a, key: 0123456789abcdefX, rpm: -1}]\n":                                                    "auth.keys[0].rpm",
+		base + "auth:\n  keys: [{id: a, key: 0123456789abcdefX}, {id: a, key: 0123456789abcdefY}]\n":                            "auth.keys[1].id",
+		base + "auth:\n  keys: [{id: a, key: 0123456789abcdefX}, {id: b, key_sha256: " + sha256Of("0123456789abcdefX") + "}]\n": "auth.keys[1].key",
+		base + "auth:\n  admin_keys: [{id: ops, key: 0123456789abcdefX, rpm: 5}]\n":                                             "auth.admin_keys[0]",
+		base + "limits:\n  backend: memcached://x\n":                                                                            "limits.backend",
+		base + "limits:\n  backend: redis://127.0.0.1:6379/zero\n":                                                              "limits.backend",
+		base + "limits:\n  on_backend_error: maybe\n":                                                                           "limits.on_backend_error",
+		base + "server:\n  max_header_bytes: 100\n":                                                                             "server.max_header_bytes",
+		base + "server:\n  body_read_timeout: slow\n":                                                                           "server.body_read_timeout",
+		base + "server:\n  max_connections: -5\n":                                                                               "server.max_connections",
+		base + "admin_listen: 0.0.0.0:9090\n":                                                                                   "admin_listen",
+		base + "admin_listen: nope\n":                                                                                           "admin_listen",
+		base + "listen: 127.0.0.1:9090\nadmin_listen: 127.0.0.1:9090\n":                                                         "admin_listen",
 	}
 	for in, field := range cases {
 		_, err := Parse([]byte(in))
@@ -84,5 +102,55 @@ func TestCanaryConfig(t *testing.T) {
 	}
 	if _, err := Parse([]byte("models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n        fingerprint: {max_model_len: '8192', content_sha256: ab, model: /m, dtype: bf16}\n")); err != nil {
 		t.Fatalf("the discovered keys are known: %v", err)
+	}
+}
+
+func sha256Of(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Keys, limits, the server's bounds and the admin listener get their defaults, and a key
+// may be written as its hash.
+func TestKeysLimitsServerDefaults(t *testing.T) {
+	c, err := Parse([]byte(`
+models:
+  - name: m
+    replicas: [{url: http://127.0.0.1:9001}]
+admin_listen: localhost:9090
+auth:
+  keys:
+    - {id: team-a, key_sha256: "` + strings.ToUpper(sha256Of("team-a-secret-0123")) + `", models: [m], max_concurrent: 2, rpm: 60, tpm: 1000}
+    - {id: team-b, key: team-b-secret-0123}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Auth.Keys[0]
+	if k.KeySHA256 != sha256Of("team-a-secret-0123") || k.MaxConcurrent != 2 || k.RPM != 60 || k.TPM != 1000 || len(k.Models) != 1 {
+		t.Errorf("key %+v", k)
+	}
+	if !c.Auth.HasPlaintextKeys() {
+		t.Error("team-b's key is in plain text, HasPlaintextKeys says not")
+	}
+	if c.Auth.StoreRefresh.D() != DefaultKeyStoreRefresh {
+		t.Errorf("store_refresh %s", c.Auth.StoreRefresh.D())
+	}
+	if c.Limits.Backend != LimitsLocal || c.Limits.OnBackendError != LimitsFailOpen || c.Limits.KeyPrefix != DefaultLimitsKeyPrefix {
+		t.Errorf("limits %+v", c.Limits)
+	}
+	s := c.Server
+	if s.ReadHeaderTimeout.D() != DefaultReadHeaderTimeout || s.BodyReadTimeout.D() != DefaultBodyReadTimeout ||
+		s.IdleTimeout.D() != DefaultServerIdleTimeout || s.MaxHeaderBytes != DefaultMaxHeaderBytes || s.MaxConnections != DefaultMaxConnections {
+		t.Errorf("server %+v", s)
+	}
+	c.Auth.Keys = c.Auth.Keys[:1]
+	if c.Auth.HasPlaintextKeys() {
+		t.Error("only a hashed key is left, HasPlaintextKeys says there is a plaintext one")
+	}
+	for hp, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "0.0.0.0:1": false, "10.0.0.1:1": false, ":1": false} {
+		if IsLoopback(hp) != want {
+			t.Errorf("IsLoopback(%s) = %v", hp, !want)
+		}
 	}
 }

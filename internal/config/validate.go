@@ -1,11 +1,14 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,6 +44,22 @@ const (
 	DefaultClientWrite       = 30 * time.Second
 	DefaultMaxHeldBytes      = 1 << 20
 	DefaultDrainGrace        = 25 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyReadTimeout   = 60 * time.Second
+	DefaultServerIdleTimeout = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConnections    = 10000
+	DefaultKeyStoreRefresh   = 2 * time.Second
+	DefaultLimitsKeyPrefix   = "fencegate:limits:"
+)
+
+// Values of limits.backend and limits.on_backend_error.
+const (
+	LimitsLocal        = "local"
+	LimitsFailOpen     = "open"
+	LimitsFailClosed   = "closed"
+	limitsRedisScheme  = "redis://"
+	limitsRedissScheme = "rediss://"
 )
 
 // EngineKinds are the values of a replica's engine field.
@@ -55,6 +74,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("listen: %q is not host:port: %w", c.Listen, err)
 	}
 	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if err := c.Server.validate(); err != nil {
 		return err
 	}
 	if len(c.Models) == 0 {
@@ -76,13 +98,13 @@ func (c *Config) Validate() error {
 	if err := c.Health.validate(); err != nil {
 		return err
 	}
-	if c.Limits.MaxBodyBytes == 0 {
-		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.Limits.MaxBodyBytes < 1024 {
-		return fmt.Errorf("limits.max_body_bytes: %d is below the minimum of 1024", c.Limits.MaxBodyBytes)
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
 	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	if err := c.validateAdminListen(); err != nil {
 		return err
 	}
 	if c.Store == "" {
@@ -341,26 +363,170 @@ func (h *Health) validate() error {
 
 func (a *Auth) validate() error {
 	seen := map[string]bool{}
-	check := func(list []APIKey, field string) error {
-		for i, k := range list {
+	ids := map[string]bool{}
+	check := func(list []APIKey, field string, admin bool) error {
+		for i := range list {
+			k := &list[i]
 			f := fmt.Sprintf("%s[%d]", field, i)
 			if k.ID == "" {
 				return fmt.Errorf("%s.id: required", f)
 			}
-			if len(k.Key) < 16 {
-				return fmt.Errorf("%s.key: must be at least 16 characters", f)
+			if ids[k.ID] {
+				return fmt.Errorf("%s.id: %q is used twice (the journal tells keys apart by id)", f, k.ID)
 			}
-			if seen[k.Key] {
+			ids[k.ID] = true
+			switch {
+			case k.Key != "" && k.KeySHA256 != "":
+				return fmt.Errorf("%s: key and key_sha256 are both set; choose one", f)
+			case k.Key == "" && k.KeySHA256 == "":
+				return fmt.Errorf("%s.key: required (or key_sha256)", f)
+			case k.Key != "" && len(k.Key) < 16:
+				return fmt.Errorf("%s.key: must be at least 16 characters", f)
+			case k.KeySHA256 != "":
+				k.KeySHA256 = strings.ToLower(k.KeySHA256)
+				if b, err := hex.DecodeString(k.KeySHA256); err != nil || len(b) != sha256.Size {
+					return fmt.Errorf("%s.key_sha256: want the 64 hex digits of the key's SHA-256", f)
+				}
+			}
+			digest := k.KeySHA256
+			if k.Key != "" {
+				sum := sha256.Sum256([]byte(k.Key))
+				digest = hex.EncodeToString(sum[:])
+			}
+			if seen[digest] {
 				return fmt.Errorf("%s.key: the same key is listed twice", f)
 			}
-			seen[k.Key] = true
+			seen[digest] = true
+			for j, m := range k.Models {
+				if m == "" {
+					return fmt.Errorf("%s.models[%d]: empty model name", f, j)
+				}
+			}
+			if admin && (len(k.Models) > 0 || k.MaxConcurrent != 0 || k.RPM != 0 || k.TPM != 0) {
+				return fmt.Errorf("%s: admin keys take no models or limits", f)
+			}
+			for _, l := range []struct {
+				v    int
+				name string
+			}{{k.MaxConcurrent, "max_concurrent"}, {k.RPM, "rpm"}, {k.TPM, "tpm"}} {
+				if l.v < 0 {
+					return fmt.Errorf("%s.%s: %d must be >= 0 (0: no limit)", f, l.name, l.v)
+				}
+			}
 		}
 		return nil
 	}
-	if err := check(a.Keys, "auth.keys"); err != nil {
+	if err := check(a.Keys, "auth.keys", false); err != nil {
 		return err
 	}
-	return check(a.AdminKeys, "auth.admin_keys")
+	if err := check(a.AdminKeys, "auth.admin_keys", true); err != nil {
+		return err
+	}
+	if err := defaultPositive(&a.StoreRefresh, DefaultKeyStoreRefresh, "auth.store_refresh"); err != nil {
+		return err
+	}
+	if a.StoreRefresh.D() < 100*time.Millisecond {
+		return fmt.Errorf("auth.store_refresh: %s is below the minimum of 100ms", a.StoreRefresh.D())
+	}
+	return nil
+}
+
+func (s *Server) validate() error {
+	for _, d := range []struct {
+		v     *Duration
+		def   time.Duration
+		field string
+	}{
+		{&s.ReadHeaderTimeout, DefaultReadHeaderTimeout, "server.read_header_timeout"},
+		{&s.BodyReadTimeout, DefaultBodyReadTimeout, "server.body_read_timeout"},
+		{&s.IdleTimeout, DefaultServerIdleTimeout, "server.idle_timeout"},
+	} {
+		if err := defaultPositive(d.v, d.def, d.field); err != nil {
+			return err
+		}
+	}
+	if s.MaxHeaderBytes == 0 {
+		s.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if s.MaxHeaderBytes < 4096 {
+		return fmt.Errorf("server.max_header_bytes: %d is below the minimum of 4096", s.MaxHeaderBytes)
+	}
+	switch {
+	case s.MaxConnections == 0:
+		s.MaxConnections = DefaultMaxConnections
+	case s.MaxConnections < -1:
+		return fmt.Errorf("server.max_connections: %d must be positive, or -1 for no bound", s.MaxConnections)
+	}
+	return nil
+}
+
+func (l *Limits) validate() error {
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxBodyBytes < 1024 {
+		return fmt.Errorf("limits.max_body_bytes: %d is below the minimum of 1024", l.MaxBodyBytes)
+	}
+	switch {
+	case l.Backend == "":
+		l.Backend = LimitsLocal
+	case l.Backend == LimitsLocal:
+	case strings.HasPrefix(l.Backend, limitsRedisScheme), strings.HasPrefix(l.Backend, limitsRedissScheme):
+		u, err := url.Parse(l.Backend)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("limits.backend: not a redis://HOST:PORT/DB URL")
+		}
+		if db := strings.Trim(u.Path, "/"); db != "" {
+			if _, err := strconv.Atoi(db); err != nil {
+				return fmt.Errorf("limits.backend: the database %q is not a number", db)
+			}
+		}
+	default:
+		return fmt.Errorf("limits.backend: %q is neither local nor redis://HOST:PORT/DB", l.Backend)
+	}
+	switch l.OnBackendError {
+	case "":
+		l.OnBackendError = LimitsFailOpen
+	case LimitsFailOpen, LimitsFailClosed:
+	default:
+		return fmt.Errorf("limits.on_backend_error: %q is neither open nor closed", l.OnBackendError)
+	}
+	if l.KeyPrefix == "" {
+		l.KeyPrefix = DefaultLimitsKeyPrefix
+	}
+	return nil
+}
+
+// validateAdminListen checks admin_listen: an admin listener reachable from other hosts
+// must not serve admin calls to anyone who can connect, so it needs admin keys.
+func (c *Config) validateAdminListen() error {
+	if c.AdminListen == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+		return fmt.Errorf("admin_listen: %q is not host:port: %w", c.AdminListen, err)
+	}
+	if c.AdminListen == c.Listen {
+		return fmt.Errorf("admin_listen: %q is also listen; give the admin listener an address of its own", c.AdminListen)
+	}
+	if !IsLoopback(c.AdminListen) && len(c.Auth.AdminKeys) == 0 {
+		return fmt.Errorf("admin_listen: %q is not a loopback address, so auth.admin_keys are required", c.AdminListen)
+	}
+	return nil
+}
+
+// IsLoopback reports whether a host:port names a loopback address (127.0.0.0/8, ::1 or
+// localhost), one that only this host can reach.
+func IsLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func defaultPositive(d *Duration, def time.Duration, field string) error {
