@@ -1,6 +1,7 @@
 package enginemetrics
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -135,5 +136,28 @@ func TestParseTGI(t *testing.T) {
 	}
 	if !s.Known || s.Running != 3 || s.Waiting != 5 || s.Engine != "tgi" || s.KVUsage != 0 {
 		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// vLLM's cache_config_info carries CacheConfig's fields only: the KV cache's dtype and
+// block size are the fingerprint facts it gives; nothing about weights or tokenizer.
+func TestVLLMCacheConfigFixture(t *testing.T) {
+	f, err := os.Open("../discover/testdata/vllm_metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	snap, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Engine != "vllm" || snap.Model != "llama-3.1-8b" || snap.Running != 2 ||
+		snap.CacheConfig["block_size"] != "16" || snap.CacheConfig["cache_dtype"] != "fp8" {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	for _, k := range []string{"revision", "quantization", "tokenizer", "tensor_parallel_size"} {
+		if _, ok := snap.CacheConfig[k]; ok {
+			t.Errorf("cache_config_info has no %s label in vLLM", k)
+		}
 	}
 }
