@@ -100,7 +100,12 @@ func (cw *clientWriter) write(b []byte) {
 	if cw.err != nil || len(b) == 0 {
 		return
 	}
-	cw.arm()
+	if cw.deadline.IsZero() {
+		cw.arm()
+	}
+	// Otherwise the deadline set at the last flush (at least the timeout ahead then) covers
+	// this write: writes between two flushes take microseconds, and reading the clock for
+	// each would cost more than the write into the buffer.
 	_, err := cw.w.Write(b)
 	cw.dirty = true
 	cw.replay.add(b)

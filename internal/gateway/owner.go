@@ -222,8 +222,8 @@ func (rn *run) queue(ev failover.Event) { rn.pending = append(rn.pending, ev) }
 // follow-up events those actions produced, in order.
 func (rn *run) step(ev failover.Event) {
 	rn.pending = append(rn.pending, ev)
+	now := rn.now() // one reading per step: its follow-up events happen at the same instant
 	for i := 0; i < len(rn.pending); i++ {
-		now := rn.now()
 		for _, a := range rn.m.Step(rn.pending[i], now) {
 			rn.perform(a, now)
 		}
