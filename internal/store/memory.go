@@ -25,6 +25,9 @@ type Memory struct {
 	// byResponse indexes the non-empty ResponseIDs (response id -> request
 	// ids), so FindByResponseID does not scan every request.
 	byResponse map[string]map[string]struct{}
+
+	// apiKeys are the API keys (KeyStore), by id.
+	apiKeys map[string]APIKey
 }
 
 type tenantKey struct{ tenant, key string }

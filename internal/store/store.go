@@ -26,6 +26,9 @@ var ErrNotOwner = errors.New("store: request not owned by this gateway")
 //	RenewOwner            every renew interval, well inside the owner lease TTL
 //	Journal.Submit(...)   everything else, off the token path
 type Store interface {
+	// KeyStore keeps the API keys managed with `fencegate keys`.
+	KeyStore
+
 	// Claim registers a new logical request, deciding atomically (one
 	// transaction, safe across gateways) what the caller may do when the
 	// (tenant, idempotency key) pair is already known; see ClaimStatus.

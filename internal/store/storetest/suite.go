@@ -67,6 +67,11 @@ func Run(t *testing.T, b Backend) {
 		{"RaceClaimNew", testRaceClaimNew},
 		{"RaceTakeover", testRaceTakeover},
 		{"RaceTakeoverVersusBoundary", testRaceTakeoverVersusBoundary},
+		{"KeysRoundTrip", testKeysRoundTrip},
+		{"KeysDuplicate", testKeysDuplicate},
+		{"KeysRevoke", testKeysRevoke},
+		{"KeysInvalid", testKeysInvalid},
+		{"KeysRaceCreate", testKeysRaceCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
