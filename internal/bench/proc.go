@@ -12,9 +12,24 @@ import (
 // own tick rate; reading it from sysconf would need cgo.
 const userHZ = 100
 
-// cpuTicks returns the CPU time pid has used, user and system (utime + stime), in
-// units of 1/userHZ seconds.
+// cpuTicks returns the CPU time pid and its live descendants have used, user and system
+// (utime + stime), in units of 1/userHZ seconds. The descendants count because servers
+// such as nginx do their work in worker processes under the one whose id is given.
 func cpuTicks(pid int) (int64, error) {
+	total, err := processCPUTicks(pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, child := range descendants(pid) {
+		if t, err := processCPUTicks(child); err == nil { // a child may have just exited
+			total += t
+		}
+	}
+	return total, nil
+}
+
+// processCPUTicks is one process's utime + stime.
+func processCPUTicks(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, fmt.Errorf("bench: reading the CPU time of process %d: %w", pid, err)
@@ -38,14 +53,30 @@ func cpuTicks(pid int) (int64, error) {
 	return utime + stime, nil
 }
 
-// peakRSS returns pid's peak resident set size in bytes: VmHWM from /proc/PID/status.
+// peakRSS returns the peak resident set size of pid and its live descendants in bytes:
+// the sum of their VmHWM from /proc/PID/status (an upper bound when their peaks did not
+// coincide).
+func peakRSS(pid int) (int64, error) {
+	total, err := processPeakRSS(pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, child := range descendants(pid) {
+		if b, err := processPeakRSS(child); err == nil {
+			total += b
+		}
+	}
+	return total, nil
+}
+
+// processPeakRSS is one process's VmHWM.
 //
 // VmHWM is a high-water mark the kernel keeps from the process's start. It never goes
 // down on its own, so read after a run it covers everything the process did before the
 // run too, unless it was reset: writing "5" to /proc/PID/clear_refs (Linux 4.0 and
 // later) sets it to the current RSS (see resetPeakRSS). Without that reset, a second run
 // against the same process can only report a peak as high as the first's.
-func peakRSS(pid int) (int64, error) {
+func processPeakRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("bench: reading the memory of process %d: %w", pid, err)
@@ -73,5 +104,52 @@ func peakRSS(pid int) (int64, error) {
 // that reclaim uses). It needs the right to write the file, which the owner of the
 // process (or root) has.
 func resetPeakRSS(pid int) error {
-	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return err
+	}
+	for _, child := range descendants(pid) {
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", child), []byte("5"), 0)
+	}
+	return nil
+}
+
+// descendants lists the live processes below pid (children, their children, …), found
+// by each process's parent id in /proc/*/stat. A process that exits while it is read is
+// left out.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := bytes.Fields(b[i+1:]) // fields[1] is field 4, the parent's id
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(string(fields[1])); err == nil {
+			children[ppid] = append(children[ppid], id)
+		}
+	}
+	var out []int
+	queue := children[pid]
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		out = append(out, id)
+		queue = append(queue, children[id]...)
+	}
+	return out
 }
