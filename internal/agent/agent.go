@@ -18,10 +18,12 @@ import (
 
 // Agent is one running agent. Start it with Start; stop it with Close.
 type Agent struct {
-	cfg    Config
-	engine *url.URL
-	log    *slog.Logger
-	url    string
+	// content is the model directory's digest (ContentDigest), "" without --model-dir.
+	content string
+	cfg     Config
+	engine  *url.URL
+	log     *slog.Logger
+	url     string
 
 	ln    net.Listener
 	srv   *http.Server
@@ -60,6 +62,17 @@ func Start(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The model directory is hashed once, before serving: the engine loaded its weights at
+	// its own start, and a directory that cannot be read is a configuration mistake to
+	// report now, not a fingerprint to leave out quietly.
+	var content string
+	if cfg.ModelDir != "" {
+		var files []string
+		if content, files, err = ContentDigest(cfg.ModelDir); err != nil {
+			return nil, fmt.Errorf("agent: --model-dir: %w", err)
+		}
+		cfg.Logger.Info("model directory hashed", "dir", cfg.ModelDir, "content_sha256", content, "files", files)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen on %s: %w", cfg.Listen, err)
@@ -81,6 +94,7 @@ func Start(cfg Config) (*Agent, error) {
 		stopLife: stopLife,
 		live:     make(map[string]*attempt),
 		ended:    make(map[string]AttemptInfo),
+		content:  content,
 	}
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
 	a.proxy = a.newPassthrough(transport)

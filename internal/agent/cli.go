@@ -59,6 +59,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Listen, "listen", defaultListen, "address to listen on")
 	fs.StringVar(&secretFile, "secret-file", "", "file holding the secret control calls must send as "+HeaderAgentKey)
 	fs.StringVar(&cfg.EngineKind, "engine-kind", KindGeneric, "generic, vllm or sglang")
+	fs.StringVar(&cfg.ModelDir, "model-dir", "", "the engine's model directory, whose answer-deciding files are hashed into the fingerprint (content_sha256)")
 	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
 	fs.DurationVar(&cfg.ScrapeEvery, "scrape-every", defaultScrapeEvery, "interval of the engine /metrics scrape")
 	fs.StringVar(&cfg.LogFormat, "log-format", logging.JSON, "json or text")

@@ -21,14 +21,14 @@ func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{
 		"--engine", "http://127.0.0.1:8000", "--listen", "127.0.0.1:0", "--secret-file", secret,
 		"--engine-kind", "sglang", "--fingerprint", "revision=abc", "--fingerprint", "quantization=fp8",
-		"--scrape-every", "250ms",
+		"--scrape-every", "250ms", "--model-dir", "/models/m",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Engine != "http://127.0.0.1:8000" || cfg.Listen != "127.0.0.1:0" || cfg.Secret != "hunter2" ||
 		cfg.EngineKind != KindSGLang || cfg.Fingerprint["revision"] != "abc" || cfg.Fingerprint["quantization"] != "fp8" ||
-		cfg.ScrapeEvery != 250*time.Millisecond {
+		cfg.ScrapeEvery != 250*time.Millisecond || cfg.ModelDir != "/models/m" {
 		t.Fatalf("config %+v", cfg)
 	}
 	for _, args := range [][]string{

@@ -33,6 +33,11 @@ type Config struct {
 	// Fingerprint labels reported in renew replies; they override labels of
 	// the same name scraped from the engine's vllm:cache_config_info.
 	Fingerprint map[string]string
+	// ModelDir, when set, is the engine's model directory (a Hugging Face snapshot or the
+	// directory of a GGUF file): its digest (ContentDigest) is reported in every renewal
+	// as the fingerprint's content_sha256, so that replicas that load other tokenizer,
+	// template or configuration files under the same name are told apart.
+	ModelDir string
 	// Now is the clock leases are measured with; default time.Now.
 	Now func() time.Time
 	// ScrapeEvery is the interval of the engine /metrics scrape; default 500ms.

@@ -176,7 +176,7 @@ func TestHeartbeatAnsweredWhileEngineSaturated(t *testing.T) {
 			t.Fatalf("%s: %v", l.Attempt, st)
 		}
 	}
-	if reply.Fingerprint["model"] != "sim-model" || reply.Fingerprint["block_size"] != "16" || reply.Fingerprint["revision"] != "pinned-r9" {
+	if reply.Fingerprint["served_model"] != "sim-model" || reply.Fingerprint["block_size"] != "16" || reply.Fingerprint["revision"] != "pinned-r9" {
 		t.Fatalf("fingerprint %v", reply.Fingerprint)
 	}
 	if reply.Engine.ScrapeMs == 0 {

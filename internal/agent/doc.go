@@ -59,7 +59,7 @@
 //	→ {"gateway":"gw-1","ttl_ms":3000,"leases":[{"attempt":"req_X.a1","epoch":7}]}
 //	← {"agent_time_ms":1736..., "results":[{"attempt":"req_X.a1","status":"renewed"}],
 //	   "engine":{"up":true,"running":2,"waiting":0,"kv_usage":0.13,"scraped_at_ms":1736...},
-//	   "fingerprint":{"model":"sim-model","block_size":"16",...}}
+//	   "fingerprint":{"served_model":"sim-model","block_size":"16","content_sha256":"9f2c…",...}}
 //
 // A status is renewed (expiry is now receipt time + ttl), unknown, revoked
 // (cancelled or superseded), expired (never renewed back to life), ended or

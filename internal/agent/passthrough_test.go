@@ -13,7 +13,7 @@ import (
 // Paths the agent does not fence, and data requests without a lease, reach
 // the engine unchanged and leave no attempt behind.
 func TestUnfencedPassthrough(t *testing.T) {
-	s := startSim(t, sim.Config{Fingerprint: map[string]string{"revision": "r42"}})
+	s := startSim(t, sim.Config{Revision: "r42"})
 	a := startAgent(t, Config{Engine: s.URL()})
 	hc := newHTTPClient(t)
 	ctx := testContext(t)
@@ -30,7 +30,7 @@ func TestUnfencedPassthrough(t *testing.T) {
 	}
 	status, body := get(a.URL(), "/v1/models")
 	if status != http.StatusOK || gjson.GetBytes(body, "data.0.id").String() != "sim-model" ||
-		gjson.GetBytes(body, "data.0.fingerprint.revision").String() != "r42" {
+		!strings.HasSuffix(gjson.GetBytes(body, "data.0.root").String(), "/snapshots/r42") {
 		t.Fatalf("/v1/models through the agent: %d %s", status, body)
 	}
 	if status, _ := get(a.URL(), "/health"); status != http.StatusOK {

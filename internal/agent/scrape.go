@@ -81,13 +81,15 @@ func (a *Agent) scrape(ctx context.Context) (EngineLoad, map[string]string, erro
 		fp = make(map[string]string)
 	}
 	if snap.Model != "" {
-		fp["model"] = snap.Model
+		// The name the engine serves under, not the weights it loaded (the fingerprint's
+		// "model"), which its metrics do not tell.
+		fp["served_model"] = snap.Model
 	}
 	return load, fp, nil
 }
 
 // engineState returns the latest scraped load and the fingerprint: scraped
-// labels overridden by configured ones.
+// labels and the model directory's digest, overridden by configured ones.
 func (a *Agent) engineState() (EngineLoad, map[string]string) {
 	fp := make(map[string]string)
 	var load EngineLoad
@@ -96,6 +98,9 @@ func (a *Agent) engineState() (EngineLoad, map[string]string) {
 		maps.Copy(fp, res.fingerprint)
 	} else {
 		load.Error = "not scraped yet"
+	}
+	if a.content != "" {
+		fp[FingerprintContent] = a.content
 	}
 	maps.Copy(fp, a.cfg.Fingerprint)
 	return load, fp

@@ -28,7 +28,7 @@ vllm:kv_cache_usage_perc{engine="1",model_name="llama-3"} 0.5
 vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="2048"} 1
 `,
 			want:        EngineLoad{Up: true, Running: 3, Waiting: 4, KVUsage: 0.5},
-			fingerprint: map[string]string{"model": "llama-3", "block_size": "16", "cache_dtype": "auto", "num_gpu_blocks": "2048"},
+			fingerprint: map[string]string{"served_model": "llama-3", "block_size": "16", "cache_dtype": "auto", "num_gpu_blocks": "2048"},
 		},
 		"sglang": {
 			text: `# TYPE sglang:num_running_reqs gauge
@@ -39,7 +39,7 @@ sglang:num_queue_reqs{model_name="qwen"} 7
 sglang:token_usage{model_name="qwen"} 0.42
 `,
 			want:        EngineLoad{Up: true, Running: 5, Waiting: 7, KVUsage: 0.42},
-			fingerprint: map[string]string{"model": "qwen"},
+			fingerprint: map[string]string{"served_model": "qwen"},
 		},
 		"neither": {
 			text:        "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12\n",

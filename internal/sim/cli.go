@@ -53,9 +53,12 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 		fmt.Fprint(out, "\n"+endpointHelp+"\n"+faultHelp)
 	}
 	var cfg Config
-	var fingerprint string
+	var cacheConfig string
 	fs.StringVar(&cfg.Addr, "listen", "127.0.0.1:9001", "address to listen on")
-	fs.StringVar(&cfg.Name, "name", defaultName, "replica name; also the salt of its output text")
+	fs.StringVar(&cfg.Name, "name", defaultName, "replica name; also the salt of its output text unless --weights is set")
+	fs.StringVar(&cfg.Weights, "weights", "", "what decides the generated text: replicas with the same value answer alike (default: --name)")
+	fs.StringVar(&cfg.Revision, "revision", "", "weights revision, shown as a Hugging Face snapshot path in the /v1/models root")
+	fs.StringVar(&cfg.Version, "version", DefaultVersion, "the vLLM version GET /version reports")
 	fs.StringVar(&cfg.Model, "model", defaultModel, "served model name")
 	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", 0, "prefill time per uncached prompt token")
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", defaultCLIDecodePerToken, "time per generated token")
@@ -72,21 +75,21 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", defaultEmbeddingDim, "length of an embed model's vectors")
 	fs.BoolVar(&cfg.EnableResponsesStore, "enable-responses-store", false, "keep Responses API responses, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require this bearer key on /v1 requests, as vLLM's --api-key")
-	fs.StringVar(&fingerprint, "fingerprint", "", "comma-separated key=value labels overriding the default fingerprint")
+	fs.StringVar(&cacheConfig, "cache-config", "", "comma-separated key=value labels of vllm:cache_config_info (vLLM CacheConfig fields) overriding the defaults")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("sim: unexpected arguments %q", fs.Args())
 	}
-	if fingerprint != "" {
-		cfg.Fingerprint = make(map[string]string)
-		for pair := range strings.SplitSeq(fingerprint, ",") {
+	if cacheConfig != "" {
+		cfg.CacheConfig = make(map[string]string)
+		for pair := range strings.SplitSeq(cacheConfig, ",") {
 			k, v, ok := strings.Cut(pair, "=")
 			if !ok || k == "" {
-				return cfg, fmt.Errorf("sim: --fingerprint item %q is not key=value", pair)
+				return cfg, fmt.Errorf("sim: --cache-config item %q is not key=value", pair)
 			}
-			cfg.Fingerprint[k] = v
+			cfg.CacheConfig[k] = v
 		}
 	}
 	return cfg, nil
@@ -107,7 +110,7 @@ const endpointHelp = `Endpoints (vLLM's wire shapes):
     POST /v1/responses/{id}/cancel     404, or 400 for a stored (synchronous) response
   --task embed:
     POST /v1/embeddings                vectors per input, encoding_format float or base64
-  Always: GET /v1/models, GET /health, POST /tokenize, GET /metrics,
+  Always: GET /v1/models, GET /version, GET /health, POST /tokenize, GET /metrics,
           POST /sim/faults, GET /sim/requests (the records).
   The other task's endpoints answer 404 {"detail":"Not Found"}, as vLLM registers only its model's routes.
 `

@@ -3,9 +3,8 @@ package sim
 import (
 	"fmt"
 	"maps"
-	"regexp"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -60,12 +59,40 @@ type Config struct {
 	// guards /v1. Empty: no key.
 	APIKey string
 
-	// Fingerprint holds labels exposed in vllm:cache_config_info and in the
-	// /v1/models card. Keys given here override the defaults (see
-	// defaultFingerprint); keys must be valid Prometheus label names.
-	// "block_size" and "num_gpu_blocks", when set, also size the prefix
-	// cache and the KV usage gauge.
-	Fingerprint map[string]string
+	// CacheConfig holds the labels of vllm:cache_config_info, which vLLM
+	// fills with the fields of its CacheConfig and nothing else: keys given
+	// here override the defaults (see defaultCacheConfig), and a key that is
+	// no CacheConfig field is refused, so that nothing can learn from the sim
+	// what it could not learn from vLLM. "block_size" and "num_gpu_blocks"
+	// also size the prefix cache and the KV usage gauge.
+	CacheConfig map[string]string
+
+	// Revision is the weights revision the replica was started with. vLLM
+	// does not report a revision as such: it shows only where the weights
+	// came from, the --model argument, as the root of its /v1/models card.
+	// So a revision surfaces only there, as a Hugging Face cache snapshot
+	// path (…/models--fencegate--<Model>/snapshots/<Revision>). Empty: the
+	// root is the model's name, as when vLLM is given a hub id.
+	Revision string
+
+	// ModelPath, when set, is the root of the /v1/models card as is (the
+	// --model argument), whatever Revision says.
+	ModelPath string
+
+	// Version is what GET /version reports; default DefaultVersion.
+	Version string
+
+	// Weights decides the text the replica generates: replicas with equal
+	// Weights answer a request alike, others differ. Default: Name, so that
+	// replicas are told apart by their answers. It is not reported anywhere,
+	// as weights that changed under an unchanged name are not: a replica
+	// given other Weights claims the same fingerprint and answers otherwise.
+	Weights string
+
+	// DivergeFirst makes the first this many generation requests answer as
+	// other weights would, then the replica answers as its Weights again: a
+	// passing disagreement, as batch-size effects make on real engines.
+	DivergeFirst int
 
 	// ToolCallIDStyle is how tool call ids look: ToolCallIDsVLLM
 	// ("chatcmpl-tool-" and 32 hex digits, the default) or
@@ -94,24 +121,38 @@ const (
 	maxModelLen = 8192
 )
 
-// defaultFingerprint returns the labels a replica reports when Config leaves
-// them unset. The names follow vLLM's cache_config_info where vLLM has one
-// and the gateway's replica fingerprint otherwise.
-func defaultFingerprint() map[string]string {
+// DefaultVersion is the vLLM version the sim reports by default.
+const DefaultVersion = "0.11.0"
+
+// defaultCacheConfig returns the cache_config_info labels a replica reports
+// when Config leaves them unset: vLLM's CacheConfig fields, as strings (its
+// metrics_info), at the values a one-GPU server has.
+func defaultCacheConfig() map[string]string {
 	return map[string]string{
-		"block_size":            "16",
-		"cache_dtype":           "auto",
-		"enable_prefix_caching": "True",
-		"num_gpu_blocks":        "2048",
-		"revision":              "sim-r1",
-		"quantization":          "none",
-		"tokenizer":             "sim-words-v1",
-		"chat_template":         "sim-chatml-v1",
-		"tensor_parallel_size":  "1",
+		"block_size":               "16",
+		"cache_dtype":              "auto",
+		"enable_prefix_caching":    "True",
+		"gpu_memory_utilization":   "0.9",
+		"is_attention_free":        "False",
+		"num_cpu_blocks":           "None",
+		"num_gpu_blocks":           "2048",
+		"num_gpu_blocks_override":  "None",
+		"prefix_caching_hash_algo": "sha256",
+		"sliding_window":           "None",
 	}
 }
 
-var labelNamePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+// cacheConfigFields are the field names of vLLM's CacheConfig (vllm/config/cache.py),
+// across the versions whose labels a gateway may meet: the only labels
+// vllm:cache_config_info can have.
+var cacheConfigFields = []string{
+	"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
+	"is_attention_free", "num_cpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override",
+	"prefix_caching_hash_algo", "sliding_window", "swap_space", "cpu_offload_gb",
+	"calculate_kv_scales", "kv_cache_memory_bytes", "kv_offloading_size", "kv_offloading_backend",
+	"kv_sharing_fast_prefill", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "mamba_block_size",
+	"prefix_match_unit", "kv_cache_layout",
+}
 
 // withDefaults returns a copy of c with defaults filled in, or an error
 // naming the first field that cannot be used.
@@ -170,31 +211,46 @@ func (c Config) withDefaults() (Config, error) {
 	case c.EmbeddingDim < 0:
 		return c, fmt.Errorf("sim: Config.EmbeddingDim is negative (%d)", c.EmbeddingDim)
 	}
-	fp := defaultFingerprint()
-	maps.Copy(fp, c.Fingerprint)
-	for k := range fp {
-		if !labelNamePattern.MatchString(k) || strings.HasPrefix(k, "__") {
-			return c, fmt.Errorf("sim: Config.Fingerprint key %q is not a valid label name", k)
+	if c.DivergeFirst < 0 {
+		return c, fmt.Errorf("sim: Config.DivergeFirst is negative (%d)", c.DivergeFirst)
+	}
+	if c.Weights == "" {
+		c.Weights = c.Name
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.ModelPath == "" {
+		c.ModelPath = c.Model
+		if c.Revision != "" {
+			c.ModelPath = "/models/hub/models--fencegate--" + c.Model + "/snapshots/" + c.Revision
+		}
+	}
+	cc := defaultCacheConfig()
+	maps.Copy(cc, c.CacheConfig)
+	for k := range cc {
+		if !slices.Contains(cacheConfigFields, k) {
+			return c, fmt.Errorf("sim: Config.CacheConfig key %q is not a field of vLLM's CacheConfig", k)
 		}
 	}
 	for _, k := range []string{"block_size", "num_gpu_blocks"} {
-		if n, err := strconv.Atoi(fp[k]); err != nil || n <= 0 {
-			return c, fmt.Errorf("sim: Config.Fingerprint[%q] = %q is not a positive integer", k, fp[k])
+		if n, err := strconv.Atoi(cc[k]); err != nil || n <= 0 {
+			return c, fmt.Errorf("sim: Config.CacheConfig[%q] = %q is not a positive integer", k, cc[k])
 		}
 	}
-	c.Fingerprint = fp
+	c.CacheConfig = cc
 	return c, nil
 }
 
 // blockSize is the prefix-cache block size in tokens.
 func (c Config) blockSize() int {
-	n, _ := strconv.Atoi(c.Fingerprint["block_size"])
+	n, _ := strconv.Atoi(c.CacheConfig["block_size"])
 	return n
 }
 
 // numGPUBlocks is the KV cache capacity in blocks, the denominator of
 // vllm:kv_cache_usage_perc and the size of the prefix cache.
 func (c Config) numGPUBlocks() int {
-	n, _ := strconv.Atoi(c.Fingerprint["num_gpu_blocks"])
+	n, _ := strconv.Atoi(c.CacheConfig["num_gpu_blocks"])
 	return n
 }

@@ -5,39 +5,99 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
 
+// /v1/models is vLLM's card: the revision shows only in root, the path the weights were
+// loaded from, and nothing else about the replica is added.
 func TestModelsEndpoint(t *testing.T) {
-	s := startSim(t, Config{Model: "llama-sim", Fingerprint: map[string]string{"revision": "abc123"}})
-	status, b := getBody(t, newClient(t), s.URL()+"/v1/models")
-	if status != http.StatusOK {
-		t.Fatalf("status %d", status)
+	for _, tc := range []struct {
+		cfg  Config
+		root string
+	}{
+		{Config{Model: "llama-sim"}, "llama-sim"},
+		{Config{Model: "llama-sim", Revision: "abc123"}, "/models/hub/models--fencegate--llama-sim/snapshots/abc123"},
+		{Config{Model: "llama-sim", Revision: "abc123", ModelPath: "/weights/x"}, "/weights/x"},
+	} {
+		s := startSim(t, tc.cfg)
+		status, b := getBody(t, newClient(t), s.URL()+"/v1/models")
+		if status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+		var list struct {
+			Object string           `json:"object"`
+			Data   []map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(b, &list); err != nil {
+			t.Fatal(err)
+		}
+		if list.Object != "list" || len(list.Data) != 1 {
+			t.Fatalf("list = %s", b)
+		}
+		m := list.Data[0]
+		if m["id"] != "llama-sim" || m["object"] != "model" || m["owned_by"] != "vllm" || m["root"] != tc.root ||
+			m["max_model_len"] != float64(maxModelLen) || m["parent"] != nil {
+			t.Errorf("model card = %v, want root %q", m, tc.root)
+		}
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if want := []string{"created", "id", "max_model_len", "object", "owned_by", "parent", "permission", "root"}; !slices.Equal(keys, want) {
+			t.Errorf("card keys %v, vLLM's are %v", keys, want)
+		}
 	}
-	var list struct {
-		Object string `json:"object"`
-		Data   []struct {
-			ID          string            `json:"id"`
-			Object      string            `json:"object"`
-			OwnedBy     string            `json:"owned_by"`
-			Root        string            `json:"root"`
-			MaxModelLen int               `json:"max_model_len"`
-			Fingerprint map[string]string `json:"fingerprint"`
-		} `json:"data"`
+}
+
+// GET /version answers as vLLM's show_version.
+func TestVersionEndpoint(t *testing.T) {
+	for cfg, want := range map[*Config]string{{}: DefaultVersion, {Version: "0.9.2"}: "0.9.2"} {
+		s := startSim(t, *cfg)
+		status, b := getBody(t, newClient(t), s.URL()+"/version")
+		if status != http.StatusOK || string(b) != `{"version":"`+want+`"}` {
+			t.Errorf("/version: %d %s, want %s", status, b, want)
+		}
 	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		t.Fatal(err)
+}
+
+// Replicas with the same Weights answer alike whatever their names; other Weights answer
+// otherwise; DivergeFirst answers otherwise once, then as the Weights again.
+func TestWeightsDecideTheText(t *testing.T) {
+	answer := func(s *Server) string {
+		body := jsonBody(t, map[string]any{"model": "sim-model", "prompt": "count with me", "max_tokens": 8, "temperature": 0, "seed": 7})
+		status, b := postJSON(t, newClient(t), s.URL()+"/v1/completions", body, nil)
+		var r struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		if status != http.StatusOK || json.Unmarshal(b, &r) != nil || len(r.Choices) != 1 {
+			t.Fatalf("%d %s", status, b)
+		}
+		return r.Choices[0].Text
 	}
-	if list.Object != "list" || len(list.Data) != 1 {
-		t.Fatalf("list = %s", b)
+	a := startSim(t, Config{Name: "a", Weights: "w1"})
+	b := startSim(t, Config{Name: "b", Weights: "w1"})
+	c := startSim(t, Config{Name: "c", Weights: "w2"})
+	d := startSim(t, Config{Name: "d", Weights: "w1", DivergeFirst: 1})
+	want := answer(a)
+	if got := answer(b); got != want {
+		t.Errorf("same weights: %q and %q", got, want)
 	}
-	m := list.Data[0]
-	if m.ID != "llama-sim" || m.Object != "model" || m.OwnedBy != "fencegate-sim" || m.Root != "llama-sim" || m.MaxModelLen != maxModelLen {
-		t.Errorf("model card = %+v", m)
+	if got := answer(c); got == want {
+		t.Errorf("other weights answered alike: %q", got)
 	}
-	if m.Fingerprint["revision"] != "abc123" || m.Fingerprint["block_size"] != "16" {
-		t.Errorf("fingerprint = %v, want the override and the defaults", m.Fingerprint)
+	if got := answer(d); got == want {
+		t.Errorf("the first answer of DivergeFirst agreed: %q", got)
+	}
+	if got := answer(d); got != want {
+		t.Errorf("after DivergeFirst: %q, want %q", got, want)
+	}
+	if got := answer(startSim(t, Config{Name: "e"})); got == answer(startSim(t, Config{Name: "f"})) {
+		t.Errorf("replicas named apart answered alike: %q", got)
 	}
 }
 
@@ -87,7 +147,7 @@ func TestTokenizeEndpoint(t *testing.T) {
 }
 
 func TestMetricsExposition(t *testing.T) {
-	s := startSim(t, Config{Model: "m1", Fingerprint: map[string]string{"cache_dtype": "fp8"}})
+	s := startSim(t, Config{Model: "m1", CacheConfig: map[string]string{"cache_dtype": "fp8"}})
 	c := newClient(t)
 	body := jsonBody(t, map[string]any{"model": "m1", "prompt": "a b c", "max_tokens": 2})
 	postJSON(t, c, s.URL()+"/v1/completions", body, nil)
@@ -110,8 +170,15 @@ func TestMetricsExposition(t *testing.T) {
 	if got := metricValue(t, m, "vllm:request_success_total", labels, `finished_reason="length"`); got != 1 {
 		t.Errorf("request_success{length} = %v, want 1", got)
 	}
-	if got := metricValue(t, m, "vllm:cache_config_info", `block_size="16"`, `cache_dtype="fp8"`, `enable_prefix_caching="True"`); got != 1 {
+	if got := metricValue(t, m, "vllm:cache_config_info", `block_size="16"`, `cache_dtype="fp8"`, `enable_prefix_caching="True"`, `engine="0"`); got != 1 {
 		t.Errorf("cache_config_info = %v, want 1", got)
+	}
+	// Only CacheConfig's fields: what vLLM knows as the model, its revision, quantization,
+	// tokenizer or chat template is not in this gauge.
+	for _, l := range []string{"revision=", "quantization=", "tokenizer=", "chat_template=", "tensor_parallel_size="} {
+		if strings.Contains(string(m), l) {
+			t.Errorf("the metrics carry %s, which vLLM's do not", l)
+		}
 	}
 	if !strings.Contains(string(m), "# TYPE vllm:prefix_cache_hits_total counter") {
 		t.Error("prefix_cache_hits_total is not exposed as a counter")

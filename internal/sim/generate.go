@@ -149,7 +149,7 @@ func (g *generation) generate() {
 	defer s.sched.releaseSlots(t.slots)
 	defer func() { s.sched.addBlocks(-g.kvBlocks) }()
 
-	g.seqs = newSequences(s.cfg.Name, s.cfg.ToolCallIDStyle, &g.spec)
+	g.seqs = newSequences(s.weights(), s.cfg.ToolCallIDStyle, &g.spec)
 	if g.fire(pointPrefill, 0) || !g.prefill() {
 		return
 	}

@@ -107,9 +107,10 @@ func TestConfigValidation(t *testing.T) {
 	bad := []Config{
 		{DecodePerToken: -1},
 		{MaxWaiting: -1},
-		{Fingerprint: map[string]string{"bad-label": "x"}},
-		{Fingerprint: map[string]string{"__reserved": "x"}},
-		{Fingerprint: map[string]string{"block_size": "0"}},
+		{CacheConfig: map[string]string{"bad-label": "x"}},
+		{CacheConfig: map[string]string{"revision": "r1"}}, // not a CacheConfig field: vLLM has no such label
+		{CacheConfig: map[string]string{"block_size": "0"}},
+		{DivergeFirst: -1},
 		{Addr: "not an address"},
 	}
 	for _, cfg := range bad {

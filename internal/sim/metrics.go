@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,10 +46,13 @@ func newMetrics(cfg Config, sched *scheduler) *metrics {
 	for _, reason := range []string{"stop", "length", "abort"} {
 		m.requestSuccess.WithLabelValues(reason) // exposed at 0 from the start, as vLLM does
 	}
+	// vLLM's info gauge: CacheConfig's fields as labels, plus the engine index.
+	infoLabels := prometheus.Labels{"engine": "0"}
+	maps.Copy(infoLabels, cfg.CacheConfig)
 	cacheInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "vllm:cache_config_info",
 		Help:        "Information of the LLMEngine CacheConfig",
-		ConstLabels: prometheus.Labels(cfg.Fingerprint),
+		ConstLabels: infoLabels,
 	})
 	cacheInfo.Set(1)
 

@@ -29,6 +29,9 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("POST /v1/embeddings", s.serveGeneration(endpointEmbeddings))
 	}
 	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version}) // vLLM's show_version
+	})
 	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {}) // 200, empty body, as vLLM
 	mux.HandleFunc("POST /tokenize", s.serveTokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
@@ -74,7 +77,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(body) // a client that left cannot be told anything
 }
 
-// modelCard is vLLM's /v1/models entry, plus the replica's fingerprint.
+// modelCard is vLLM's /v1/models entry (ModelCard): root is where the weights came
+// from, the --model argument.
 type modelCard struct {
 	ID          string            `json:"id"`
 	Object      string            `json:"object"`
@@ -84,7 +88,6 @@ type modelCard struct {
 	Parent      *string           `json:"parent"`
 	MaxModelLen int               `json:"max_model_len"`
 	Permission  []modelPermission `json:"permission"`
-	Fingerprint map[string]string `json:"fingerprint"`
 }
 
 type modelPermission struct {
@@ -105,8 +108,8 @@ type modelPermission struct {
 func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	created := s.started.Unix()
 	card := modelCard{
-		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "fencegate-sim",
-		Root: s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Fingerprint: s.cfg.Fingerprint,
+		ID: s.cfg.Model, Object: "model", Created: created, OwnedBy: "vllm",
+		Root: s.cfg.ModelPath, MaxModelLen: s.cfg.MaxModelLen,
 		Permission: []modelPermission{{
 			ID:      fmt.Sprintf("modelperm-%016x", rand.Uint64()),
 			Object:  "model_permission",

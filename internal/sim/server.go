@@ -37,6 +37,8 @@ type Server struct {
 	armed     faultPlan // applied to the next armedLeft requests
 	armedLeft int
 
+	generations atomic.Int64 // generation requests that reached the engine, for DivergeFirst
+
 	mu        sync.Mutex
 	life      *life // nil while down
 	closed    bool
@@ -285,4 +287,13 @@ func (s *Server) Records() []Record { return s.book.snapshot() }
 // oldest such). match is re-evaluated on every change of any record.
 func (s *Server) WaitRecord(ctx context.Context, match func(Record) bool) (Record, error) {
 	return s.book.wait(ctx, match)
+}
+
+// weights is the salt of the text a generation produces: Config.Weights, except for the
+// first Config.DivergeFirst generations, which answer as other weights would.
+func (s *Server) weights() string {
+	if n := s.generations.Add(1); n <= int64(s.cfg.DivergeFirst) {
+		return s.cfg.Weights + "\x00diverging"
+	}
+	return s.cfg.Weights
 }
