@@ -18,6 +18,11 @@ var ErrEventTooLarge = errors.New("sse: event larger than 4 MiB")
 // whatever each Read returned with Append, then call Next until it reports
 // false. The zero value is ready to use.
 //
+// Append does not copy when no event is pending: the events are decoded where
+// they lie, and only the start of an incomplete event is copied, when Next runs
+// out. The slice given to Append must therefore stay unchanged until Next has
+// reported false (a reader may then reuse it for its next Read).
+//
 // Lines may end in LF, CRLF or CR, also mixed, and a CRLF may be split across
 // two Appends. One case cannot be decided without waiting: an event whose
 // terminating blank line is a CR that is the last byte appended so far. The
@@ -30,9 +35,14 @@ type Decoder struct {
 	// Protocol says how each event's data is summarized (the zero value: Completions).
 	Protocol Protocol
 
-	buf   []byte // received bytes; buf[start:] is not yet returned by Next
-	start int    // first byte of the event being assembled
-	pos   int    // next byte to scan for a line end; start <= pos <= len(buf)
+	// buf holds the bytes being decoded; buf[start:] is not yet returned by Next. It is
+	// either the slice given to the last Append (borrowed: nothing was pending, so the
+	// read is decoded where it lies, without a copy) or own.
+	buf      []byte
+	own      []byte // the decoder's storage for an incomplete event and what follows it
+	borrowed bool   // buf is the caller's
+	start    int    // first byte of the event being assembled
+	pos      int    // next byte to scan for a line end; start <= pos <= len(buf)
 
 	// atLineStart is true when pos is the first byte of a line, so a line end
 	// found there is a blank line and ends the event.
@@ -56,6 +66,16 @@ func (d *Decoder) Append(p []byte) {
 	if d.err != nil {
 		return
 	}
+	d.scratch = d.scratch[:0]
+	if d.start == len(d.buf) {
+		// Nothing is pending: decode p in place. Next copies what is left of an
+		// incomplete event into own storage before it reports that it needs more.
+		d.buf, d.borrowed = p, true
+		d.start, d.pos = 0, 0
+		d.atLineStart = true
+		return
+	}
+	d.keepTail() // only when the caller did not run Next until it reported false
 	if d.start > 0 {
 		// Move the incomplete tail to the front so the buffer stops growing
 		// once it fits the largest read plus the largest partial event.
@@ -64,12 +84,21 @@ func (d *Decoder) Append(p []byte) {
 		d.pos -= d.start
 		d.start = 0
 	}
-	if len(d.buf) == 0 {
-		d.pos = 0
-		d.atLineStart = true
-	}
 	d.buf = append(d.buf, p...)
-	d.scratch = d.scratch[:0]
+	d.own = d.buf
+}
+
+// keepTail moves the incomplete event at the end of a borrowed buffer into the decoder's
+// own storage, so that the caller may reuse the slice it appended.
+func (d *Decoder) keepTail() {
+	if !d.borrowed {
+		return
+	}
+	d.borrowed = false
+	d.own = append(d.own[:0], d.buf[d.start:]...)
+	d.pos -= d.start
+	d.start = 0
+	d.buf = d.own
 }
 
 // Next returns the next complete event, or false when more bytes are needed
@@ -81,6 +110,7 @@ func (d *Decoder) Next() (Event, bool) {
 			if len(d.buf)-d.start > d.maxSize() {
 				d.fail()
 			}
+			d.keepTail()
 			return Event{}, false
 		}
 		if end-d.start > d.maxSize() {
@@ -106,7 +136,7 @@ func (d *Decoder) Err() error { return d.err }
 
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
-	*d = Decoder{Protocol: d.Protocol, buf: d.buf[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
+	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
 }
 
 func (d *Decoder) maxSize() int {
@@ -118,7 +148,7 @@ func (d *Decoder) maxSize() int {
 
 func (d *Decoder) fail() {
 	d.err = ErrEventTooLarge
-	d.buf = d.buf[:0]
+	d.buf, d.borrowed = d.own[:0], false
 	d.start, d.pos = 0, 0
 }
 

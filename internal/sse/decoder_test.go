@@ -33,19 +33,26 @@ func copyEvent(e Event) gotEvent {
 	return g
 }
 
-// decodeChunks feeds chunks one Append at a time, draining Next after each.
+// decodeChunks feeds chunks one Append at a time, draining Next after each. Like the
+// gateway's reader, it reads every chunk into the same buffer and overwrites it once Next
+// reported false: the decoder must not depend on a slice it was given after that.
 func decodeChunks(t *testing.T, chunks ...string) ([]gotEvent, *Decoder) {
 	t.Helper()
 	var d Decoder
 	var got []gotEvent
+	var read []byte
 	for _, c := range chunks {
-		d.Append([]byte(c))
+		read = append(read[:0], c...)
+		d.Append(read)
 		for {
 			e, ok := d.Next()
 			if !ok {
 				break
 			}
 			got = append(got, copyEvent(e))
+		}
+		for i := range read {
+			read[i] = 'X'
 		}
 	}
 	if err := d.Err(); err != nil {

@@ -2,9 +2,10 @@ package sse
 
 import "strings"
 
-// Event is one complete server-sent event. Its slices point into the Decoder's
-// buffer (or, for multi-line data, into the Decoder's scratch space) and stay
-// valid until the next call to Decoder.Append or Decoder.Reset.
+// Event is one complete server-sent event. Its slices point into the slice given
+// to Decoder.Append, into the Decoder's own buffer or, for multi-line data, into
+// its scratch space: they stay valid until the next call to Decoder.Append or
+// Decoder.Reset and, for the first, while the caller leaves that slice unchanged.
 type Event struct {
 	// Raw is the whole event as received, including the blank line that ends
 	// it, so it can be forwarded verbatim.
