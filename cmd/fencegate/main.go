@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -61,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "sim":
 		return sim.Main(args[1:], stdout)
 	case "agent":
+		tuneGC(slog.New(slog.DiscardHandler)) // the agent proxies streams too; its logger is its own
 		return agent.Main(args[1:], stdout)
 	case "demo":
 		return demo(ctx, args[1:], stdout)

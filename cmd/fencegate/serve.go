@@ -36,6 +36,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tuneGC(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
