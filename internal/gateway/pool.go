@@ -39,6 +39,14 @@ type pool struct {
 	unauthorized map[string]string
 	// discovery, when the pool finds replicas in DNS, stops its loop.
 	discovery context.CancelFunc
+	// facts is what each replica's engine, agent and canary told (facts.go, canary.go).
+	facts map[string]*replicaFacts
+	// canary is the pool's consistency check, nil when off; its schedule is in canaryRun.
+	canary    *config.Canary
+	canaryRun canarySchedule
+	// probeFailed: the replica's last probe failed (or it joined unprobed), so a passing
+	// one means it (re)joins, which the canary checks at once.
+	probeFailed map[string]bool
 }
 
 // member is one replica as the gateway knows it.
@@ -68,6 +76,8 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 		members:      make(map[string]*member),
 		detected:     make(map[string]string),
 		unauthorized: make(map[string]string),
+		facts:        make(map[string]*replicaFacts),
+		probeFailed:  make(map[string]bool),
 	}
 	p.configure(m, c)
 	rb := c.Policy.RetryBudget
@@ -85,6 +95,7 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	}
 	p.affinityBytes = m.Affinity.PrefixBytes
 	p.allowCross = c.Policy.AllowCrossFingerprintRerun
+	p.canary = m.Canary
 }
 
 // reconcile makes the pool's replicas from source ("config" or "dns") those of specs.
@@ -112,6 +123,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 			p.members[sp.Name] = m
 			if !probed {
 				s.log.Info("replica joins", "model", p.b.Model, "replica", sp.Name, "url", sp.URL, "from", source)
+				p.probeFailed[sp.Name] = true // its first passing probe is its joining
 			}
 		} else {
 			r.URL, r.Priority = sp.URL, sp.Priority
@@ -157,6 +169,8 @@ func (p *pool) dropIfIdle(name string) {
 	delete(p.wrongModel, name)
 	delete(p.fpMismatch, name)
 	delete(p.unauthorized, name)
+	delete(p.facts, name)
+	delete(p.probeFailed, name)
 }
 
 // links returns the agent links of the pool's replicas.
@@ -204,7 +218,8 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 		if rn.pinned != "" && r.Name != rn.pinned {
 			return true // the request's state lives on its pinned replica only
 		}
-		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && !balance.Compatible(first, r))
+		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
+			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
 	c := p.b.Pick(now, exclude, affinity)
 	if c.Replica == nil {
@@ -253,7 +268,13 @@ func (p *pool) overloaded(name string, until time.Time, reason string) {
 }
 
 func (p *pool) probeResult(name string, ok bool, reason string) {
-	p.with(name, func(r *balance.Replica) { p.b.ProbeResult(r, ok, reason) })
+	p.with(name, func(r *balance.Replica) {
+		p.b.ProbeResult(r, ok, reason)
+		if ok && p.probeFailed[name] {
+			p.canaryRun.kicked = true // it (re)joins: check that it answers as its group
+		}
+		p.probeFailed[name] = !ok
+	})
 }
 
 func (p *pool) onRequest(now time.Time) {
@@ -289,6 +310,9 @@ type replicaStatus struct {
 	Waiting     int               `json:"engine_waiting"`
 	KVUsage     float64           `json:"engine_kv_usage"`
 	Fingerprint map[string]string `json:"fingerprint,omitempty"`
+	// EngineVersion is the version the engine reports (never compared).
+	EngineVersion string        `json:"engine_version,omitempty"`
+	Canary        *canaryStatus `json:"canary,omitempty"`
 }
 
 func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
@@ -301,7 +325,7 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 		}
 		list = append(list, replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.Reason(),
 			Outstanding: r.Outstanding, Peak: r.PeakOutstanding, Running: r.Load.Running, Waiting: r.Load.Waiting, KVUsage: r.Load.KVUsage,
-			Fingerprint: maps.Clone(r.Fingerprint)})
+			Fingerprint: maps.Clone(r.Fingerprint), EngineVersion: p.engineVersion(r.Name), Canary: p.canaryStatus(r.Name)})
 	}
 	return list, available
 }

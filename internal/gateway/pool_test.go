@@ -167,7 +167,7 @@ func TestFingerprintMismatchExcludesReplica(t *testing.T) {
 	e := newEnv(t, envOptions{
 		sim: func(i int, c *sim.Config) {
 			if i == 1 {
-				c.Fingerprint = map[string]string{"block_size": "32"}
+				c.CacheConfig = map[string]string{"block_size": "32"}
 			}
 		},
 		config: func(c *config.Config) {
@@ -195,19 +195,17 @@ func TestFingerprintMismatchExcludesReplica(t *testing.T) {
 	}
 }
 
-// A rerun never crosses fingerprints unless the configuration allows it.
+// A rerun never crosses fingerprints unless the configuration allows it. The revisions
+// are not configured: each engine's /v1/models tells where its weights came from.
 func TestRerunStaysWithinFingerprint(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("allow=%v", allow), func(t *testing.T) {
 			e := newEnv(t, envOptions{
 				sim: func(i int, c *sim.Config) {
-					c.Fingerprint = map[string]string{"revision": fmt.Sprintf("r%d", i+1)}
+					c.Revision = fmt.Sprintf("r%d", i+1)
 				},
 				config: func(c *config.Config) {
 					c.Policy.AllowCrossFingerprintRerun = allow
-					for i := range c.Models[0].Replicas {
-						c.Models[0].Replicas[i].Fingerprint = map[string]string{"revision": fmt.Sprintf("r%d", i+1)}
-					}
 				},
 			})
 			e.sims[0].ArmFault("status:500@accept", 1)

@@ -7,12 +7,10 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
-	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/enginemetrics"
 )
 
@@ -20,10 +18,11 @@ import (
 const maxMetricsBody = 4 << 20
 
 // scrapePool reads every replica's /metrics (each scrape_every): the load that routing and
-// load shedding use, and the fingerprint labels checked against the configuration.
+// load shedding use, and the fingerprint labels checked against the configuration; then what
+// the engine says about itself on its own endpoints (facts.go).
 func (s *Server) scrapePool(ctx context.Context, p *pool) {
 	eachTarget(p, func(tg target) {
-		models, status, err := s.servedModels(ctx, tg)
+		models, body, status, err := s.servedModels(ctx, tg)
 		switch {
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			p.refusedCredentials(s, tg.name, status)
@@ -32,27 +31,30 @@ func (s *Server) scrapePool(ctx context.Context, p *pool) {
 			p.checkModel(tg.name, models)
 		}
 		snap, err := s.scrape(ctx, tg)
-		if ctx.Err() != nil || err != nil || !snap.Known {
-			return // an engine without these metrics is routed on outstanding requests alone
+		if ctx.Err() == nil && err == nil && snap.Known {
+			p.report(tg.name, snap, s.now())
+		} // else an engine without these metrics is routed on outstanding requests alone
+		if ctx.Err() == nil {
+			s.discoverFacts(ctx, p, tg, body)
 		}
-		p.report(tg.name, snap, s.now())
 	})
 }
 
 // servedModels reads the model ids an engine serves from its /v1/models, with the
-// replica's credentials (vLLM guards every /v1 path with its --api-key). It returns the
-// engine's status too, so that a refusal of the credentials is told apart.
-func (s *Server) servedModels(ctx context.Context, tg target) ([]string, int, error) {
+// replica's credentials (vLLM guards every /v1 path with its --api-key), and returns the
+// body too, for the facts it holds. It returns the engine's status as well, so that a
+// refusal of the credentials is told apart.
+func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/v1/models", nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	setEngineKey(req.Header, tg.key)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer resp.Body.Close()
 	var list struct {
@@ -61,16 +63,17 @@ func (s *Server) servedModels(ctx context.Context, tg target) ([]string, int, er
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, resp.StatusCode, fmt.Errorf("models: status %d", resp.StatusCode)
+		return nil, nil, resp.StatusCode, fmt.Errorf("models: status %d", resp.StatusCode)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetricsBody)).Decode(&list); err != nil || len(list.Data) == 0 {
-		return nil, resp.StatusCode, fmt.Errorf("models: no model list")
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
+	if err != nil || json.Unmarshal(body, &list) != nil || len(list.Data) == 0 {
+		return nil, nil, resp.StatusCode, fmt.Errorf("models: no model list")
 	}
 	ids := make([]string, 0, len(list.Data))
 	for _, m := range list.Data {
 		ids = append(ids, m.ID)
 	}
-	return ids, resp.StatusCode, nil
+	return ids, body, resp.StatusCode, nil
 }
 
 // refusedCredentials keeps a replica that refused the gateway's credentials out of the
@@ -154,8 +157,10 @@ func (p *pool) targets() []target {
 	return out
 }
 
-// report records a scrape: the load, and the fingerprint labels the engine reports, which
-// must agree with the configured ones; a disagreement keeps the replica out of the pool.
+// report records a scrape, or an agent's heartbeat: the load, and the fingerprint labels the
+// engine reports, which must agree with the configured ones and with what the engine's own
+// endpoints say (facts.go); a disagreement keeps the replica out of the pool. A heartbeat's
+// snapshot names no engine, which tells the two sources apart.
 func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -170,39 +175,21 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	if snap.CacheConfig == nil {
 		return
 	}
-	configured := p.configured[name]
-	var mismatches []string
-	effective := make(map[string]string, len(configured))
-	for k, v := range configured {
-		effective[k] = v
+	source := sourceMetrics
+	if snap.Engine == "" {
+		source = sourceAgent
 	}
-	for k, v := range snap.CacheConfig {
-		if !slices.Contains(config.FingerprintKeys, k) {
-			continue
-		}
-		if want, ok := configured[k]; ok && want != v {
-			mismatches = append(mismatches, fmt.Sprintf("%s configured %q, engine reports %q", k, want, v))
-			continue
-		}
-		effective[k] = v
-	}
-	sort.Strings(mismatches)
-	p.fpMismatch[name] = ""
-	if len(mismatches) > 0 {
-		p.fpMismatch[name] = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
-	}
-	r.Fingerprint = effective
-	p.updateIncompatible(name)
+	p.setSource(name, source, snap.CacheConfig)
 }
 
-// updateIncompatible keeps the replica out while either check disagrees. Callers hold mu.
+// updateIncompatible keeps the replica out while any check disagrees. Callers hold mu.
 func (p *pool) updateIncompatible(name string) {
 	r := p.b.Find(name)
 	if r == nil {
 		return
 	}
 	var reasons []string
-	for _, why := range []string{p.unauthorized[name], p.wrongModel[name], p.fpMismatch[name]} {
+	for _, why := range []string{p.unauthorized[name], p.wrongModel[name], p.fpMismatch[name], p.canaryExclusion(name)} {
 		if why != "" {
 			reasons = append(reasons, why)
 		}

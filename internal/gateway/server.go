@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/limits"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel"
@@ -47,6 +49,12 @@ type Server struct {
 	metrics       *metrics
 	resolver      Resolver
 	tracer        trace.Tracer
+	// storeKeys caches the API keys kept in the store; limiter counts what keys use.
+	storeKeys storeKeys
+	limiter   *limits.Limiter
+	// adminLoopback: the admin listener (admin_listen) is bound to loopback, so its admin
+	// calls need no admin key.
+	adminLoopback bool
 	// configPath is the file a reload reads (POST /admin/reload, SIGHUP).
 	configPath string
 	loadConfig func(string) (*config.Config, error)
@@ -145,9 +153,45 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		s.store = st
 		s.ownStore = true
 	}
+	// The stored keys are read before the first request: until they are, the gateway
+	// cannot tell whether it is open.
+	ctxKeys, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = s.RefreshKeys(ctxKeys)
+	cancel()
+	if err != nil {
+		s.closeOwnStore()
+		return nil, fmt.Errorf("gateway: API keys: %w", err)
+	}
+	if s.limiter, err = newLimiter(cfg.Limits, s.log); err != nil {
+		s.closeOwnStore()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.adminLoopback = config.IsLoopback(cfg.AdminListen)
+	if cfg.Auth.HasPlaintextKeys() {
+		s.log.Warn("the configuration holds API keys in plain text; write them as key_sha256 (the hex SHA-256 of the key), or keep them in the store with fencegate keys")
+	}
 	s.journal = store.NewJournal(s.store, store.JournalOptions{Logger: s.log})
 	s.metrics = newMetrics(s)
 	return s, nil
+}
+
+func (s *Server) closeOwnStore() {
+	if s.ownStore {
+		s.store.Close()
+	}
+}
+
+// newLimiter builds the per-key limiter limits.backend names.
+func newLimiter(c config.Limits, log *slog.Logger) (*limits.Limiter, error) {
+	o := limits.Options{Logger: log, FailClosed: c.OnBackendError == config.LimitsFailClosed}
+	if c.Backend != config.LimitsLocal {
+		r, err := limits.NewRedis(limits.RedisOptions{URL: c.Backend, Prefix: c.KeyPrefix})
+		if err != nil {
+			return nil, err
+		}
+		o.Shared = r
+	}
+	return limits.New(o), nil
 }
 
 // ID is the gateway's owner id.
@@ -163,9 +207,12 @@ func defaultGatewayID() string {
 	return host + "-" + hex.EncodeToString(b[:])
 }
 
-// Handler returns the gateway's HTTP handler.
+// Handler returns the gateway's public HTTP handler. With admin_listen set it serves only
+// the API (/v1/*) and /healthz, and every other path is unknown; the rest is AdminHandler's.
+// Without it, it serves everything, as one listener.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	known := []string{"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/embeddings", "/v1/models", "/healthz"}
 	mux.HandleFunc("POST /v1/chat/completions", s.withRequestID(s.auth(s.handleChat)))
 	mux.HandleFunc("POST /v1/completions", s.withRequestID(s.auth(s.handleCompletions)))
 	mux.HandleFunc("POST /v1/messages", s.withRequestID(s.auth(s.handleMessages)))
@@ -173,19 +220,46 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/embeddings", s.withRequestID(s.auth(s.handleEmbeddings)))
 	mux.HandleFunc("GET /v1/models", s.withRequestID(s.auth(s.handleModels)))
 	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
-	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(s.adminOnly(s.handleReplicaState)))
-	mux.HandleFunc("POST /admin/refresh", s.withRequestID(s.adminOnly(s.handleRefresh)))
-	mux.HandleFunc("POST /admin/reload", s.withRequestID(s.adminOnly(s.handleReload)))
 	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
+	if s.boot.AdminListen == "" {
+		s.adminRoutes(mux, s.adminOnly)
+		known = append(known, "/readyz")
+	}
+	mux.HandleFunc("/", s.withRequestID(s.notFound(known)))
+	return mux
+}
+
+// AdminHandler returns the admin listener's handler (admin_listen): /metrics, /readyz,
+// /healthz, the admin calls and, with admin_listen set, pprof under /debug/pprof/. Its admin
+// calls and pprof need an admin key unless admin_listen is a loopback address; /metrics,
+// /readyz and /healthz are open, for scrapers and probes that the network already limits.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
+	s.adminRoutes(mux, s.adminListenerOnly)
+	if s.boot.AdminListen != "" {
+		mux.HandleFunc("/debug/pprof/", s.adminListenerOnly(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", s.adminListenerOnly(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", s.adminListenerOnly(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", s.adminListenerOnly(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", s.adminListenerOnly(pprof.Trace))
+	}
+	mux.HandleFunc("/", s.withRequestID(s.notFound([]string{"/healthz", "/readyz"})))
+	return mux
+}
+
+// adminRoutes registers the operator's endpoints on mux, the admin calls behind guard.
+func (s *Server) adminRoutes(mux *http.ServeMux, guard func(http.HandlerFunc) http.HandlerFunc) {
+	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(guard(s.handleReplicaState)))
+	mux.HandleFunc("POST /admin/refresh", s.withRequestID(guard(s.handleRefresh)))
+	mux.HandleFunc("POST /admin/reload", s.withRequestID(guard(s.handleReload)))
 	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
 	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
-	mux.HandleFunc("/", s.withRequestID(s.handleNotFound))
-	return mux
 }
 
 // Start begins the background work: active health probes, metrics scrapes, agent lease
 // renewals, DNS discovery, the renewal of this gateway's ownership of its running requests,
-// and the sweep of expired journal rows. Each loop works on the pools of the moment, so a
+// the sweep of expired journal rows, and the consistency canaries. Each loop works on the pools of the moment, so a
 // reload changes what they look at. Close stops it.
 func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -210,6 +284,7 @@ func (s *Server) Start() {
 	s.goBackground(func() { every(ctx, s.boot.Leases.RenewEvery.D(), s.renewLeases) })
 	s.goBackground(func() { every(ctx, s.boot.Idempotency.OwnerLease.D()/3, s.renewOwner) })
 	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
+	s.startCanaries(ctx)
 }
 
 // eachPool runs f on every current pool at once and waits for all.
@@ -259,6 +334,7 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := s.journal.Close(ctx)
+	s.limiter.Close()
 	if s.ownStore {
 		if cerr := s.store.Close(); err == nil {
 			err = cerr

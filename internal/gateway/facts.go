@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/discover"
+)
+
+// Where a replica's fingerprint facts come from. The configuration is one more source:
+// its values are assertions the others must agree with (docs/design.md §3).
+const (
+	sourceConfig  = "configured"
+	sourceMetrics = "metrics" // vllm:cache_config_info
+	sourceAgent   = "agent"   // the heartbeat: the agent's scrape, --fingerprint and --model-dir digest
+	sourceEngine  = "engine"  // the engine's own endpoints, read by internal/discover
+)
+
+// replicaFacts is what the gateway learned about one replica besides its balance state.
+// The pool's lock guards it.
+type replicaFacts struct {
+	// sources holds each source's facts under fingerprint keys; a source that could not be
+	// read keeps its previous facts, so that one slow answer does not change a fingerprint.
+	sources map[string]map[string]string
+	// engineSource names the endpoint the engine facts came from, for messages.
+	engineSource string
+	// version is the engine's own version, shown in /readyz, never compared.
+	version string
+	// changed is set when the effective fingerprint changed since the canary last looked.
+	changed bool
+	canary  canaryResult
+}
+
+func (p *pool) factsOf(name string) *replicaFacts {
+	f := p.facts[name]
+	if f == nil {
+		f = &replicaFacts{sources: map[string]map[string]string{}}
+		p.facts[name] = f
+	}
+	return f
+}
+
+// setSource records one source's facts of a replica and recomputes its fingerprint.
+// Callers hold mu.
+func (p *pool) setSource(name, source string, facts map[string]string) {
+	kept := make(map[string]string, len(facts))
+	for k, v := range facts {
+		if slices.Contains(config.FingerprintKeys, k) && v != "" {
+			kept[k] = v
+		}
+	}
+	p.factsOf(name).sources[source] = kept
+	p.refreshFingerprint(name)
+}
+
+// refreshFingerprint merges the configured fingerprint with what every source reports: a
+// configured value must be confirmed by every source that states the key, two sources must
+// not contradict each other, and a key the configuration leaves out takes the value the
+// sources agree on. Any disagreement keeps the replica out, the reason in /readyz. Callers
+// hold mu.
+func (p *pool) refreshFingerprint(name string) {
+	r := p.b.Find(name)
+	if r == nil {
+		return
+	}
+	f := p.factsOf(name)
+	configured := p.configured[name]
+	effective := make(map[string]string, len(configured))
+	for k, v := range configured {
+		effective[k] = v
+	}
+	var mismatches []string
+	sources := make([]string, 0, len(f.sources))
+	for s := range f.sources {
+		sources = append(sources, s)
+	}
+	sort.Strings(sources)
+	for _, k := range config.FingerprintKeys {
+		from, val := "", ""
+		if v, ok := configured[k]; ok {
+			from, val = sourceConfig, v
+		}
+		for _, s := range sources {
+			v, ok := f.sources[s][k]
+			switch {
+			case !ok:
+			case from == "":
+				from, val = s, v
+				effective[k] = v
+			case v != val && from == sourceConfig:
+				mismatches = append(mismatches, fmt.Sprintf("%s configured %q, %s reports %q", k, val, p.sourceName(f, s), v))
+			case v != val:
+				mismatches = append(mismatches, fmt.Sprintf("%s: %s reports %q, %s reports %q", k, p.sourceName(f, from), val, p.sourceName(f, s), v))
+			}
+		}
+	}
+	sort.Strings(mismatches)
+	p.fpMismatch[name] = ""
+	if len(mismatches) > 0 {
+		p.fpMismatch[name] = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
+	}
+	if !mapsEqual(r.Fingerprint, effective) {
+		f.changed = true
+	}
+	r.Fingerprint = effective
+	p.updateIncompatible(name)
+}
+
+// sourceName is how a mismatch message names a source. The engine's metrics keep the
+// historical wording "engine", which operators' alerts may match.
+func (p *pool) sourceName(f *replicaFacts, s string) string {
+	switch s {
+	case sourceMetrics:
+		return "engine"
+	case sourceEngine:
+		return "engine " + f.engineSource
+	case sourceAgent:
+		return "agent"
+	}
+	return s
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// engineKind is the engine behind a replica: as configured, else as its metrics tell.
+func (p *pool) engineKind(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.members[name]; m != nil && m.engine != "" {
+		return m.engine
+	}
+	return p.detected[name]
+}
+
+// discoverFacts asks a replica's engine what it serves, by the engine's own endpoints (see
+// internal/discover): vLLM's /v1/models (already read by the scrape: models) and /version,
+// SGLang's server info, llama.cpp's /props. Other engines state nothing the fingerprint
+// uses. Facts that could not be read are left as they were.
+func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models []byte) {
+	var facts discover.Facts
+	var from string
+	var err error
+	switch p.engineKind(tg.name) {
+	case "vllm":
+		if models == nil {
+			return
+		}
+		from = "/v1/models"
+		if facts, err = discover.VLLMModels(models, p.b.Model); err != nil {
+			break
+		}
+		if body, _, gerr := s.engineGet(ctx, tg, "/version"); gerr == nil {
+			facts.Version, _ = discover.VLLMVersion(body)
+		}
+	case "sglang":
+		for _, path := range discover.SGLangPaths {
+			body, status, gerr := s.engineGet(ctx, tg, path)
+			if gerr != nil && status == http.StatusNotFound {
+				continue // an older or newer SGLang: the other name
+			}
+			from, err = path, gerr
+			if err == nil {
+				facts, err = discover.SGLangServerInfo(body)
+			}
+			break
+		}
+	case "llamacpp":
+		from = "/props"
+		var body []byte
+		if body, _, err = s.engineGet(ctx, tg, "/props"); err == nil {
+			facts, err = discover.LlamaCppProps(body)
+		}
+	default:
+		return
+	}
+	if err != nil || from == "" || ctx.Err() != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b.Find(tg.name) == nil {
+		return
+	}
+	f := p.factsOf(tg.name)
+	f.engineSource, f.version = from, facts.Version
+	p.setSource(tg.name, sourceEngine, facts.Fingerprint)
+}
+
+// engineGet reads one of an engine's informational endpoints, with the replica's
+// credentials, bounded in time and size.
+func (s *Server) engineGet(ctx context.Context, tg target, path string) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	setEngineKey(req.Header, tg.key)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp.StatusCode, fmt.Errorf("%s: status %d", path, resp.StatusCode)
+	}
+	return body, resp.StatusCode, nil
+}
