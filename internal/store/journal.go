@@ -54,7 +54,10 @@ const maxRetryBackoff = time.Second
 // the database is slow. Instead, pending mutations are merged per key: all
 // pending UpdateRequests of one request (and owner) become one, all pending
 // UpsertAttempts of one attempt become one, using the same merge rules the
-// store applies (mergeUpdates, mergeAttempt). Memory is then bounded by the
+// store applies (mergeUpdates, mergeAttempt), and an update of a request whose
+// CreateRequest is still pending is folded into it (applyUpdate): a short
+// request is then one INSERT of its final state instead of an INSERT and an
+// UPDATE, which is most of what the journal costs a SQLite gateway. Memory is then bounded by the
 // number of live requests and attempts, not by the event rate, even while
 // the database is down; Submit only takes a mutex for a map lookup. Only
 // trace events, which cannot be merged, have a cap (MaxPendingTraces).
@@ -72,6 +75,7 @@ type Journal struct {
 
 	mu       sync.Mutex
 	pending  []Mutation
+	creates  map[string]int    // index in pending of a request's CreateRequest, by request id
 	updates  map[updateKey]int // index in pending of the merged update
 	attempts map[string]int    // index in pending of the merged attempt upsert
 	traces   int               // trace events in pending
@@ -100,6 +104,7 @@ func NewJournal(s Store, opts JournalOptions) *Journal {
 	j := &Journal{
 		store:    s,
 		opts:     opts.withDefaults(),
+		creates:  make(map[string]int),
 		updates:  make(map[updateKey]int),
 		attempts: make(map[string]int),
 		writing:  make(chan struct{}, 1),

@@ -11,7 +11,23 @@ func (j *Journal) addLocked(m Mutation) (full, accepted bool) {
 		return false, false
 	}
 	switch m := m.(type) {
+	case CreateRequest:
+		if _, dup := j.creates[m.Request.ID]; !dup {
+			j.creates[m.Request.ID] = len(j.pending)
+		}
 	case UpdateRequest:
+		if i, ok := j.creates[m.ID]; ok {
+			// A request is created once, under a new id, so its insert does not meet an
+			// existing row: the update applied to the row it inserts is the update the
+			// store would apply after it. The create keeps its place, before anything
+			// submitted after it.
+			c := j.pending[i].(CreateRequest)
+			applyUpdate(&c.Request, m)
+			j.pending[i] = c
+			j.stats.Submitted++
+			j.stats.Merged++
+			return false, true
+		}
 		k := updateKey{m.ID, m.Owner}
 		if i, ok := j.updates[k]; ok {
 			j.pending[i] = mergeUpdates(j.pending[i].(UpdateRequest), m)
@@ -48,6 +64,7 @@ func (j *Journal) takeLocked() [][]Mutation {
 	}
 	all := j.pending
 	j.pending = nil
+	clear(j.creates)
 	clear(j.updates)
 	clear(j.attempts)
 	j.traces = 0

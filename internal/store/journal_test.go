@@ -115,7 +115,8 @@ func TestJournalMergesPendingMutationsInOrder(t *testing.T) {
 	for _, m := range batches[0] {
 		kinds = append(kinds, fmt.Sprintf("%T", m))
 	}
-	want := "[store.CreateRequest store.UpdateRequest store.UpsertAttempt store.AddTrace]"
+	// The updates are folded into the pending create: one INSERT of the final row.
+	want := "[store.CreateRequest store.UpsertAttempt store.AddTrace]"
 	if fmt.Sprint(kinds) != want {
 		t.Errorf("batch = %v, want %s (merged, first-position order)", kinds, want)
 	}
@@ -133,8 +134,53 @@ func TestJournalMergesPendingMutationsInOrder(t *testing.T) {
 		t.Errorf("merged result\n%+v\nwant\n%+v", got, exp)
 	}
 	st := j.Stats()
-	if st.Submitted != 7 || st.Merged != 3 || st.Written != 4 || st.Batches != 1 || st.Pending != 0 {
+	if st.Submitted != 7 || st.Merged != 4 || st.Written != 3 || st.Batches != 1 || st.Pending != 0 {
 		t.Errorf("stats = %+v", st)
+	}
+}
+
+// An update folds into its request's create only while that create is pending: once it
+// was written, the update is written as one. An update from another owner is folded by
+// the store's own rule, which ignores it, exactly as the store would.
+func TestJournalFoldsUpdatesIntoAPendingCreateOnly(t *testing.T) {
+	rec := newRecordingStore()
+	j := store.NewJournal(rec, idle)
+	defer closeJournal(t, j)
+
+	first := []store.Mutation{
+		create("req_1"),
+		store.UpdateRequest{ID: "req_1", Owner: "other-gw", Phase: store.PhaseDone, Outcome: store.OutcomeCancelled},
+		store.UpdateRequest{ID: "req_1", Owner: "gw", Phase: store.PhaseStreaming, FirstDeltaSent: true, DeliveredOutputTokens: 2},
+	}
+	second := []store.Mutation{
+		store.UpdateRequest{ID: "req_1", Phase: store.PhaseDone, Outcome: store.OutcomeCompleted, DeliveredOutputTokens: 5},
+	}
+	ref := store.NewMemory()
+	for _, batch := range [][]store.Mutation{first, second} {
+		for _, m := range batch {
+			j.Submit(m)
+			if err := ref.Apply(t.Context(), []store.Mutation{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := rec.recorded()
+	if len(batches) != 2 || len(batches[0]) != 1 || len(batches[1]) != 1 {
+		t.Fatalf("batches %v, want [[create] [update]]", batches)
+	}
+	if _, ok := batches[1][0].(store.UpdateRequest); !ok {
+		t.Fatalf("second batch %T, want the update of the written request", batches[1][0])
+	}
+	got, _ := rec.Get(t.Context(), "req_1")
+	exp, _ := ref.Get(t.Context(), "req_1")
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", exp) {
+		t.Errorf("journaled\n%+v\nwant\n%+v", got, exp)
+	}
+	if got.Outcome != store.OutcomeCompleted || got.DeliveredOutputTokens != 5 || !got.FirstDeltaSent || got.Owner != "gw" {
+		t.Errorf("row %+v", got)
 	}
 }
 
