@@ -32,6 +32,23 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	})
 }
 
+// adminListenerOnly guards the admin listener's admin calls: open when the listener is
+// bound to loopback (only this host reaches it), else an admin key is required
+// (configuration validation makes sure one exists).
+func (s *Server) adminListenerOnly(h http.HandlerFunc) http.HandlerFunc {
+	if s.adminLoopback {
+		return h
+	}
+	return s.auth(func(w http.ResponseWriter, r *http.Request) {
+		if k, ok := identity(r); !ok || !k.Admin {
+			writeError(w, r, &openai.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_only",
+				Message: "this endpoint needs an admin key", RequestID: requestID(r)})
+			return
+		}
+		h(w, r)
+	})
+}
+
 func fromLoopback(r *http.Request) bool {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	ip := net.ParseIP(host)

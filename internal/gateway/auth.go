@@ -3,10 +3,15 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/limits"
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
@@ -14,30 +19,154 @@ import (
 type apiKey struct {
 	ID    string
 	Admin bool
+	// models are the only models the key may use (nil: every model).
+	models []string
+	limits limits.Limits
 }
 
+// mayUse reports whether the key may use model: to a key limited to some models, the
+// others do not exist.
+func (k apiKey) mayUse(model string) bool {
+	return k.Admin || k.models == nil || slices.Contains(k.models, model)
+}
+
+// buildKeys indexes the configuration's keys by digest; a key written as key_sha256 is
+// its digest already.
 func buildKeys(a config.Auth) map[string]apiKey {
 	keys := make(map[string]apiKey)
 	for _, k := range a.Keys {
-		keys[keyDigest(k.Key)] = apiKey{ID: k.ID}
+		keys[configDigest(k)] = apiKey{ID: k.ID, models: k.Models,
+			limits: limits.Limits{MaxConcurrent: int64(k.MaxConcurrent), RPM: int64(k.RPM), TPM: int64(k.TPM)}}
 	}
 	for _, k := range a.AdminKeys {
-		keys[keyDigest(k.Key)] = apiKey{ID: k.ID, Admin: true}
+		keys[configDigest(k)] = apiKey{ID: k.ID, Admin: true}
 	}
 	return keys
 }
 
-// keyDigest hashes a key so that lookups do not compare secrets byte by byte.
+func configDigest(k config.APIKey) string {
+	if k.Key != "" {
+		return keyDigest(k.Key)
+	}
+	b, _ := hex.DecodeString(k.KeySHA256) // validated: 64 hex digits
+	return string(b)
+}
+
+// keyDigest hashes a key so that lookups do not compare secrets byte by byte, and so that
+// a key needs to be kept only as its hash.
 func keyDigest(k string) string {
 	sum := sha256.Sum256([]byte(k))
 	return string(sum[:])
 }
 
-// auth requires a known bearer key when keys are configured.
+// storeKeys caches the keys kept in the store (`fencegate keys`). It is read again every
+// auth.store_refresh, so a key revoked on one gateway is refused by every gateway that
+// shares the store within that period; an unknown key also reads it again, at most once
+// per missMinInterval, so that a key just created works at once without letting unknown
+// keys hammer the store.
+type storeKeys struct {
+	mu sync.Mutex
+	// keys: digest → identity of every valid key; any is true when the store holds a
+	// key at all, revoked ones included (see authRequired).
+	keys     map[string]apiKey
+	any      bool
+	loadedAt time.Time
+	// loading serialises reads of the store; a reader that waited for another's read
+	// uses its result.
+	loading sync.Mutex
+}
+
+// missMinInterval bounds the store reads that unknown keys cause.
+const missMinInterval = time.Second
+
+// RefreshKeys reads the store's API keys now. The gateway does it every auth.store_refresh;
+// tests call it to make a key created or revoked elsewhere count at once.
+func (s *Server) RefreshKeys(ctx context.Context) error {
+	return s.loadStoreKeys(ctx, time.Time{})
+}
+
+// loadStoreKeys reads the keys unless a read that started after since has completed
+// meanwhile (then its result stands).
+func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
+	sk := &s.storeKeys
+	sk.loading.Lock()
+	defer sk.loading.Unlock()
+	sk.mu.Lock()
+	fresh := !since.IsZero() && sk.loadedAt.After(since)
+	sk.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	started := s.now()
+	list, err := s.store.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	keys := make(map[string]apiKey, len(list))
+	for _, k := range list {
+		if k.Revoked() {
+			continue
+		}
+		b, err := hex.DecodeString(k.KeySHA256)
+		if err != nil {
+			continue // the store validates hashes; a bad row names no key
+		}
+		keys[string(b)] = apiKey{ID: k.ID, models: k.Models,
+			limits: limits.Limits{MaxConcurrent: k.MaxConcurrent, RPM: k.RPM, TPM: k.TPM}}
+	}
+	sk.mu.Lock()
+	sk.keys, sk.any, sk.loadedAt = keys, len(list) > 0, started
+	sk.mu.Unlock()
+	return nil
+}
+
+// refreshKeys is the background reader of the store's keys.
+func (s *Server) refreshKeys(ctx context.Context) {
+	if err := s.RefreshKeys(ctx); err != nil && ctx.Err() == nil {
+		// The keys read last stay in force: a revoked key may live on while the store is
+		// unreachable, a valid one is not refused for it.
+		s.log.Warn("API keys not read from the store; keeping the ones read last", "err", err)
+	}
+}
+
+// lookupStoreKey finds a key's digest among the store's keys, reading the store again on
+// a miss when the last read is older than missMinInterval.
+func (s *Server) lookupStoreKey(ctx context.Context, digest string) (apiKey, bool) {
+	sk := &s.storeKeys
+	sk.mu.Lock()
+	k, ok := sk.keys[digest]
+	loadedAt := sk.loadedAt
+	sk.mu.Unlock()
+	if ok || s.now().Sub(loadedAt) < missMinInterval {
+		return k, ok
+	}
+	if err := s.loadStoreKeys(ctx, loadedAt); err != nil {
+		s.log.Warn("API keys not read from the store", "err", err)
+		return apiKey{}, false
+	}
+	sk.mu.Lock()
+	k, ok = sk.keys[digest]
+	sk.mu.Unlock()
+	return k, ok
+}
+
+// authRequired reports whether requests need a key: some key is configured, or the store
+// holds one. A store whose keys are all revoked still closes the gateway: revoking the last
+// key must never open it to everyone.
+func (s *Server) authRequired(l *live) bool {
+	if len(l.keys) > 0 {
+		return true
+	}
+	s.storeKeys.mu.Lock()
+	defer s.storeKeys.mu.Unlock()
+	return s.storeKeys.any
+}
+
+// auth requires a known bearer key when keys are configured or stored.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		keys := s.current().keys
-		if len(keys) == 0 {
+		l := s.current()
+		if !s.authRequired(l) {
 			h(w, r)
 			return
 		}
@@ -46,8 +175,17 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			// The Anthropic SDKs send their key as x-api-key.
 			tok, ok = r.Header.Get("X-Api-Key"), r.Header.Get("X-Api-Key") != ""
 		}
-		id, found := keys[keyDigest(strings.TrimSpace(tok))]
-		if !ok || !found {
+		var (
+			id    apiKey
+			found bool
+		)
+		if ok {
+			digest := keyDigest(strings.TrimSpace(tok))
+			if id, found = l.keys[digest]; !found {
+				id, found = s.lookupStoreKey(r.Context(), digest)
+			}
+		}
+		if !found {
 			writeError(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')", RequestID: requestID(r)})
 			return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -42,16 +41,8 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.cfg.Limits.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, r, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-				Message: fmt.Sprintf("request body exceeds the limit of %d bytes", l.cfg.Limits.MaxBodyBytes), RequestID: id})
-			return
-		}
-		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
-			Message: "could not read the request body: " + err.Error(), RequestID: id})
+	body, ok := readBody(w, r, l.cfg)
+	if !ok {
 		return
 	}
 	req, perr := openai.ParseRequest(ep, body)
@@ -60,19 +51,24 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		writeError(w, r, perr)
 		return
 	}
+	k, _ := identity(r)
 	p := l.pools[req.Model]
-	if p == nil {
-		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-			Message: fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", req.Model), RequestID: id})
+	if p == nil || !k.mayUse(req.Model) {
+		modelNotFound(w, r, req.Model)
 		return
 	}
-	tenant := ""
-	if k, ok := identity(r); ok {
-		tenant = k.ID
-	}
+	tenant := k.ID
 	if a := accessOf(r); a != nil {
 		a.model, a.endpoint, a.tenant = req.Model, ep.String(), tenant
 	}
+	ticket, ok := s.admit(w, r, k, id)
+	if !ok {
+		return
+	}
+	delivered := 0
+	// The key's slot is freed and its output tokens counted when the request ends,
+	// however it ends (a replay, a refusal below, or the run's last byte).
+	defer func() { ticket.Done(int64(delivered), s.now()) }()
 	pinned := ""
 	if req.PreviousResponseID != "" {
 		var ok bool
@@ -128,6 +124,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	defer s.unregister(rn)
 	rn.startRequestSpan()
 	rn.serve()
+	delivered = rn.m.Delivered()
 }
 
 func keepaliveFor(stream bool, d time.Duration) time.Duration {
@@ -170,7 +167,7 @@ func (s *Server) pinnedReplica(w http.ResponseWriter, r *http.Request, l *live, 
 	case err != nil:
 		s.log.Warn("previous response not looked up; routing without it", "request_id", id, "previous_response_id", req.PreviousResponseID, "err", err)
 		return "", true
-	case len(l.keys) > 0 && prev.Tenant != tenant:
+	case s.authRequired(l) && prev.Tenant != tenant:
 		writeError(w, r, &openai.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "previous_response_not_found",
 			Param: "previous_response_id", RequestID: id,
 			Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID)})

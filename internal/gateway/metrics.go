@@ -20,6 +20,7 @@ type metrics struct {
 	softTimeouts *prometheus.CounterVec
 	ttft         *prometheus.HistogramVec
 	delivered    *prometheus.CounterVec
+	limited      *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -39,7 +40,17 @@ func newMetrics(s *Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"model"})
 	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_delivered_output_tokens_total",
 		Help: "Output tokens written to clients: counted from the engine's per-chunk usage where it reports it, else one per output-bearing choice delta."}, []string{"model"})
-	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered,
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_limited_total",
+		Help: "Requests refused with 429 for a key's limit (requests or tokens per minute, concurrency)."}, []string{"key_id", "limit"})
+	backendUp := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fencegate_limits_backend_up",
+		Help: "1 when the per-key limits are counted where limits.backend says (always with local); 0 while its Redis is unreachable."},
+		func() float64 {
+			if s.limiter.Up() {
+				return 1
+			}
+			return 0
+		})
+	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered, m.limited, backendUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
 	return m
 }

@@ -13,8 +13,9 @@ import (
 // use its models, replicas, keys and policy; running requests finish on what they started
 // with (a request keeps its configuration and its attempts keep their replica). Replicas that
 // leave drain and go once idle; replicas that join wait for a passing probe. Settings only a
-// restart can change (listen address, TLS, store, gateway id, leases, agent secret, owner
-// lease) must be unchanged, or the reload is refused and the running configuration kept.
+// restart can change (listen addresses and the server's bounds, TLS, store, gateway id,
+// leases, agent secret, owner lease, the limits backend) must be unchanged, or the reload is
+// refused and the running configuration kept. Keys and their models and limits reload.
 func (s *Server) Reload(cfg *config.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -48,6 +49,12 @@ func restartOnly(old, cfg *config.Config) error {
 		was, now any
 	}{
 		{"listen", old.Listen, cfg.Listen},
+		{"admin_listen", old.AdminListen, cfg.AdminListen},
+		{"server", old.Server, cfg.Server},
+		{"limits.backend", old.Limits.Backend, cfg.Limits.Backend},
+		{"limits.on_backend_error", old.Limits.OnBackendError, cfg.Limits.OnBackendError},
+		{"limits.key_prefix", old.Limits.KeyPrefix, cfg.Limits.KeyPrefix},
+		{"auth.store_refresh", old.Auth.StoreRefresh, cfg.Auth.StoreRefresh},
 		{"tls", old.TLS, cfg.TLS},
 		{"store", old.Store, cfg.Store},
 		{"gateway_id", old.GatewayID, cfg.GatewayID},

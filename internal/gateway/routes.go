@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
@@ -31,7 +32,11 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
+	k, _ := identity(r)
 	for _, n := range s.current().models {
+		if !k.mayUse(n) {
+			continue // to a key limited to other models, this one does not exist
+		}
 		out.Data = append(out.Data, model{ID: n, Object: "model", Created: 0, OwnedBy: "fencegate"})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -67,7 +72,7 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ok := err == nil
-	if ok && len(s.current().keys) > 0 {
+	if ok && s.authRequired(s.current()) {
 		k, _ := identity(r)
 		ok = k.Admin || k.ID == rec.Tenant
 	}
@@ -141,11 +146,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ready && !draining, "draining": draining, "pools": pools})
 }
 
-func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
-	status, code, msg := http.StatusNotFound, "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path+"."
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/embeddings", "/v1/models", "/healthz", "/readyz":
-		status, code, msg = http.StatusMethodNotAllowed, "method_not_allowed", "Method "+r.Method+" is not allowed on "+r.URL.Path+"."
+// notFound answers a path no route took: 405 for a known path asked with another method,
+// 404 otherwise. known are the paths this handler serves.
+func (s *Server) notFound(known []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		status, code, msg := http.StatusNotFound, "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path+"."
+		if slices.Contains(known, r.URL.Path) {
+			status, code, msg = http.StatusMethodNotAllowed, "method_not_allowed", "Method "+r.Method+" is not allowed on "+r.URL.Path+"."
+		}
+		writeError(w, r, &openai.Error{Status: status, Type: "invalid_request_error", Code: code, Message: msg, RequestID: requestID(r)})
 	}
-	writeError(w, r, &openai.Error{Status: status, Type: "invalid_request_error", Code: code, Message: msg, RequestID: requestID(r)})
 }
