@@ -40,7 +40,7 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 	id := requestID(r)
 	if !jsonContentType(r) {
 		writeError(w, r, &openai.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
-			Message: fmt.Sprintf("Content-Type %q is not supported: send the body as JSON with 'Content-Type: application/json'.", r.Header.Get("Content-Type")),
+			Message:   fmt.Sprintf("Content-Type %q is not supported: send the body as JSON with 'Content-Type: application/json'.", r.Header.Get("Content-Type")),
 			RequestID: id})
 		return nil, false
 	}
