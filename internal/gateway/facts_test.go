@@ -170,3 +170,41 @@ func TestSimRevisionDiscovered(t *testing.T) {
 		t.Fatalf("pinned: %v", r)
 	}
 }
+
+// Every attempt in the journal carries the revision its replica was serving, as read from
+// the engine: GET /v1/requests/{id} shows it beside the replica.
+func TestAttemptsJournalTheirRevision(t *testing.T) {
+	e := newEnv(t, envOptions{
+		sim:    func(i int, c *sim.Config) { c.Revision = "0e9e39f2" },
+		config: func(c *config.Config) { c.Models[0].Replicas[1].Priority = 1 }, // sim-1 first
+	})
+	e.sims[0].ArmFault("status:500@accept", 1)
+	r := e.stream(testCtx(t), chatParams("which weights?", 3))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	e.record(r.requestID) // waits until the request is done
+	resp, err := http.Get(e.srv.URL + "/v1/requests/" + r.requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		ModelRevision string `json:"model_revision"`
+		Attempts      []struct {
+			Replica       string `json:"replica"`
+			ModelRevision string `json:"model_revision"`
+		} `json:"attempts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Attempts) != 2 || v.ModelRevision != "0e9e39f2" {
+		t.Fatalf("request %+v, want two attempts on revision 0e9e39f2", v)
+	}
+	for _, a := range v.Attempts {
+		if a.ModelRevision != "0e9e39f2" {
+			t.Fatalf("attempt on %s: revision %q", a.Replica, a.ModelRevision)
+		}
+	}
+}

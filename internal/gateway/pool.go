@@ -237,10 +237,15 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 		key: m.key, link: m.link}
 }
 
-// release ends attempt a on the named replica.
+// release ends attempt a on the named replica. It also notes in the attempt's record the
+// weights revision its request ran on (taken when the attempt started), which the record
+// written at the attempt's end then carries to the journal.
 func (p *pool) release(name string, a *attempt) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if rn := p.running[name][a]; rn != nil && a.rec.ModelRevision == "" {
+		a.rec.ModelRevision = rn.revision
+	}
 	if r := p.b.Find(name); r != nil && r.Outstanding > 0 {
 		r.Outstanding--
 	}

@@ -38,6 +38,9 @@ type attemptView struct {
 	Failure     string    `json:"failure,omitempty"`
 	CancelSent  bool      `json:"cancel_sent"`
 	CancelAcked bool      `json:"cancel_acked"`
+	// ModelRevision is the weights revision of the replica the attempt ran on (written
+	// when the attempt ends).
+	ModelRevision string `json:"model_revision,omitempty"`
 }
 
 func viewOf(r *store.Request) requestView {
@@ -59,7 +62,7 @@ func viewOf(r *store.Request) requestView {
 	for _, a := range r.Attempts {
 		v.Attempts = append(v.Attempts, attemptView{ID: a.ID, N: a.N, Replica: a.Replica, LeaseEpoch: a.LeaseEpoch,
 			StartedAt: a.StartedAt, EndedAt: a.EndedAt, EndReason: a.EndReason, Failure: a.Failure,
-			CancelSent: a.CancelSent, CancelAcked: a.CancelAcked})
+			CancelSent: a.CancelSent, CancelAcked: a.CancelAcked, ModelRevision: a.ModelRevision})
 	}
 	return v
 }

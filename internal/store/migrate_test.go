@@ -25,6 +25,10 @@ const insertV1RequestSQL = `INSERT INTO requests (id, tenant, idempotency_key, b
 	created_at, updated_at, expires_at)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 
+// insertV1AttemptSQL inserts an attempt with the columns of migration 1.
+const insertV1AttemptSQL = `INSERT INTO attempts (id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+
 var mt0 = time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 
 // v1Rows are the rows written at schema version 1: a keyed request with an
@@ -63,7 +67,7 @@ func writeV1(t *testing.T, b sqlBackend, migrations []migration) {
 				return err
 			}
 		}
-		_, err := tx.exec(t.Context(), upsertAttemptSQL, attemptArgs(&a)...)
+		_, err := tx.exec(t.Context(), insertV1AttemptSQL, attemptArgs(&a)[:11]...)
 		return err
 	})
 	if err != nil {
@@ -107,9 +111,18 @@ func checkMigrated(t *testing.T, s *sqlStore, migrations []migration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An attempt written before its table had a revision column takes one like any other.
+	rev := a
+	rev.ModelRevision = "rev-after"
+	if err := s.Apply(ctx, []Mutation{UpsertAttempt{Attempt: rev}}); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.FindByResponseID(ctx, "resp_old")
 	if err != nil || got.ID != "req_old_keyed" || got.ResponseReplica != "vllm-0" || len(got.Attempts) != 1 {
 		t.Fatalf("FindByResponseID(resp_old) after migrating = %+v, %v; want req_old_keyed on vllm-0 with its attempt", got, err)
+	}
+	if got.Attempts[0].ModelRevision != "rev-after" {
+		t.Errorf("migrated attempt's revision %q, want rev-after", got.Attempts[0].ModelRevision)
 	}
 	if got, err := s.FindByResponseID(ctx, "resp_plain"); err != nil || got.ID != "req_old_plain" {
 		t.Errorf("FindByResponseID(resp_plain) = %+v, %v; want req_old_plain", got, err)

@@ -65,7 +65,7 @@ type UpdateRequest struct {
 }
 
 // UpsertAttempt inserts or updates an attempt. On update: Replica,
-// EndReason and Failure keep the stored value when given empty, StartedAt and EndedAt
+// EndReason, Failure and ModelRevision keep the stored value when given empty, StartedAt and EndedAt
 // when given zero; LeaseEpoch only grows; CancelSent and CancelAcked are
 // one-way latches.
 type UpsertAttempt struct {
@@ -216,6 +216,9 @@ func mergeAttempt(prev, next Attempt) Attempt {
 	}
 	if m.Failure == "" {
 		m.Failure = prev.Failure
+	}
+	if m.ModelRevision == "" {
+		m.ModelRevision = prev.ModelRevision
 	}
 	m.CancelSent = prev.CancelSent || next.CancelSent
 	m.CancelAcked = prev.CancelAcked || next.CancelAcked

@@ -110,6 +110,10 @@ type Attempt struct {
 	// them, never clear them.
 	CancelSent  bool
 	CancelAcked bool
+	// ModelRevision is the weights revision of the replica the attempt ran on, as the
+	// gateway knew it when the attempt started; "" when unknown. An upsert that gives ""
+	// keeps the stored one.
+	ModelRevision string
 }
 
 // TraceEvent is one entry of a request's optional event trace. Traces are

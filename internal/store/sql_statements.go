@@ -68,9 +68,9 @@ const (
 	SET owner_lease_until = CASE WHEN owner_lease_until < $2 THEN $2 ELSE owner_lease_until END
 	WHERE owner = $1 AND outcome = ''`
 
-	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked`
+	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked, model_revision`
 
-	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 	ON CONFLICT (id) DO UPDATE SET
 		replica = CASE WHEN excluded.replica <> '' THEN excluded.replica ELSE attempts.replica END,
 		lease_epoch = CASE WHEN excluded.lease_epoch > attempts.lease_epoch THEN excluded.lease_epoch ELSE attempts.lease_epoch END,
@@ -79,7 +79,8 @@ const (
 		end_reason = CASE WHEN excluded.end_reason <> '' THEN excluded.end_reason ELSE attempts.end_reason END,
 		failure = CASE WHEN excluded.failure <> '' THEN excluded.failure ELSE attempts.failure END,
 		cancel_sent = attempts.cancel_sent OR excluded.cancel_sent,
-		cancel_acked = attempts.cancel_acked OR excluded.cancel_acked`
+		cancel_acked = attempts.cancel_acked OR excluded.cancel_acked,
+		model_revision = CASE WHEN excluded.model_revision <> '' THEN excluded.model_revision ELSE attempts.model_revision END`
 
 	selectAttemptsSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE request_id = $1 ORDER BY n, id`
 
@@ -138,7 +139,7 @@ func scanRequest(row rowScanner) (*Request, error) {
 func attemptArgs(a *Attempt) []any {
 	return []any{
 		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
-		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked,
+		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked, a.ModelRevision,
 	}
 }
 
@@ -147,7 +148,7 @@ func scanAttempt(row rowScanner) (Attempt, error) {
 		a                    Attempt
 		n, epoch, start, end int64
 	)
-	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.Failure, &a.CancelSent, &a.CancelAcked); err != nil {
+	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.Failure, &a.CancelSent, &a.CancelAcked, &a.ModelRevision); err != nil {
 		return Attempt{}, err
 	}
 	a.N, a.LeaseEpoch = int(n), uint64(epoch)

@@ -43,6 +43,7 @@ func testRoundTrip(t *testing.T, b Backend) {
 	a := store.Attempt{
 		ID: "req_1.a1", RequestID: "req_1", N: 1, Replica: "vllm-0", LeaseEpoch: 1<<63 + 5,
 		StartedAt: t0, EndedAt: t0.Add(time.Second), EndReason: "upstream_reset", Failure: "dead", CancelSent: true, CancelAcked: true,
+		ModelRevision: "0e9e39f249a16976918f6564b8830bc894c89659",
 	}
 	mustApply(t, s, store.CreateRequest{Request: r}, store.UpsertAttempt{Attempt: a})
 	want := r
@@ -131,7 +132,8 @@ func testApplyAttempts(t *testing.T, b Backend) {
 	s := b.New(t)
 	mustClaim(t, s, keyed("req_1", "key-1", "body", gwA, t0), store.ClaimNew)
 	att := func(n int) store.Attempt {
-		return store.Attempt{ID: store.AttemptID("req_1", n), RequestID: "req_1", N: n, Replica: "r", LeaseEpoch: uint64(n), StartedAt: t0}
+		return store.Attempt{ID: store.AttemptID("req_1", n), RequestID: "req_1", N: n, Replica: "r", LeaseEpoch: uint64(n), StartedAt: t0,
+			ModelRevision: "rev-a"}
 	}
 	// Inserted out of order, with N=10 to catch a text sort.
 	mustApply(t, s, store.UpsertAttempt{Attempt: att(10)}, store.UpsertAttempt{Attempt: att(2)}, store.UpsertAttempt{Attempt: att(1)})
@@ -139,7 +141,7 @@ func testApplyAttempts(t *testing.T, b Backend) {
 	ended := att(2)
 	ended.EndedAt, ended.EndReason, ended.Failure, ended.CancelSent = t0.Add(time.Second), "fenced", "uncertain", true
 	mustApply(t, s, store.UpsertAttempt{Attempt: ended})
-	// A later partial upsert neither clears the latches nor the end.
+	// A later partial upsert neither clears the latches, the end nor the revision.
 	mustApply(t, s, store.UpsertAttempt{Attempt: store.Attempt{ID: ended.ID, RequestID: "req_1", N: 2, CancelAcked: true, LeaseEpoch: 1}})
 
 	got := mustGet(t, s, "req_1").Attempts
