@@ -99,12 +99,12 @@ func Start(cfg Config) (*Agent, error) {
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
 	a.proxy = a.newPassthrough(transport)
 	a.srv = &http.Server{
-		Handler:           a.tracked(a.routes()),
+		Handler:           a.tracked(a.requireSecret(a.routes())),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
 	if cfg.Secret == "" {
-		a.log.Warn("no agent secret configured: control calls are accepted from loopback clients only")
+		a.log.Warn("no agent secret configured: control calls are accepted from loopback clients only, and data requests from anyone who reaches the agent")
 	}
 	a.wg.Add(2)
 	go func() {
@@ -136,6 +136,7 @@ func (a *Agent) routes() http.Handler {
 	mux.Handle("POST "+PathRenew, a.control(a.serveRenew))
 	mux.Handle("POST "+PathCancel, a.control(a.serveCancel))
 	mux.Handle("GET "+PathAttempts, a.control(a.serveAttempts))
+	mux.HandleFunc("GET "+PathHealth, a.serveHealth)
 	mux.HandleFunc("/fencegate/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no agent endpoint "+r.Method+" "+r.URL.Path)
 	})

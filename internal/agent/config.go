@@ -25,8 +25,9 @@ type Config struct {
 	Engine string
 	// Listen is the address to listen on; default "127.0.0.1:8101".
 	Listen string
-	// Secret, when set, must be sent as X-Fencegate-Agent-Key on control
-	// calls. When empty, control calls are accepted from loopback only.
+	// Secret, when set, must be sent as X-Fencegate-Agent-Key on every request
+	// (data, passthrough and control; PathHealth excepted). When empty, control
+	// calls are accepted from loopback only and data requests from anyone.
 	Secret string
 	// EngineKind is KindGeneric (default), KindVLLM or KindSGLang.
 	EngineKind string

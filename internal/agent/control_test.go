@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,7 +95,7 @@ func TestInvalidLeaseHeader(t *testing.T) {
 	}
 }
 
-// With a secret, every control call needs it; data requests do not.
+// With a secret, every control call needs it.
 func TestControlCallsNeedTheSecret(t *testing.T) {
 	s := startSim(t, sim.Config{})
 	a := startAgent(t, Config{Engine: s.URL(), Secret: "s3cret"})
@@ -115,13 +118,90 @@ func TestControlCallsNeedTheSecret(t *testing.T) {
 	if reply.AgentTimeMs == 0 {
 		t.Fatalf("renew reply %+v", reply)
 	}
-	resp, err := post(t, ctx, newHTTPClient(t), a.URL(), "/v1/chat/completions", chatBody(t, 2, false), &leased{"req_key.a1", 1, time.Second})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// With a secret, data requests (fenced or not) and passthrough need it too: the agent is
+// the only way to its engine. The engine never sees the secret, and the agent's own health
+// probe needs none.
+func TestDataRequestsNeedTheSecret(t *testing.T) {
+	s := startSim(t, sim.Config{})
+	var seen atomic.Value
+	seen.Store("")
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k := r.Header.Get(HeaderAgentKey); k != "" {
+			seen.Store(k)
+		}
+		if r.URL.Path == "/health" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		// Everything else goes to the simulator.
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, s.URL()+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(engine.Close)
+	a := startAgent(t, Config{Engine: engine.URL, Secret: "s3cret"})
+	ctx := testContext(t)
+	hc := newHTTPClient(t)
+	do := func(method, path, key string, body []byte, l *leased) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, a.URL()+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set(HeaderAgentKey, key)
+		}
+		if l != nil {
+			SetLeaseHeaders(req.Header, l.attempt, l.epoch, l.ttl, "gw-test")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("data request: status %d", resp.StatusCode)
+	body := chatBody(t, 2, false)
+	for _, key := range []string{"", "s3cre", "s3cret!"} {
+		for what, status := range map[string]int{
+			"fenced":      do("POST", "/v1/chat/completions", key, body, &leased{"req_k.a1", 1, time.Second}),
+			"unfenced":    do("POST", "/v1/chat/completions", key, body, nil),
+			"passthrough": do("GET", "/v1/models", key, nil, nil),
+			"engine":      do("GET", "/health", key, nil, nil),
+		} {
+			if status != http.StatusUnauthorized {
+				t.Errorf("%s request with key %q: status %d, want 401", what, key, status)
+			}
+		}
+	}
+	if n := len(s.Records()); n != 0 {
+		t.Fatalf("the engine ran %d requests without the secret", n)
+	}
+	for what, status := range map[string]int{
+		"fenced":                     do("POST", "/v1/chat/completions", "s3cret", body, &leased{"req_k.a2", 2, time.Second}),
+		"unfenced":                   do("POST", "/v1/chat/completions", "s3cret", body, nil),
+		"passthrough":                do("GET", "/v1/models", "s3cret", nil, nil),
+		"agent health without a key": do("GET", PathHealth, "", nil, nil),
+	} {
+		if status != http.StatusOK {
+			t.Errorf("%s: status %d, want 200", what, status)
+		}
+	}
+	if k := seen.Load().(string); k != "" {
+		t.Errorf("the engine saw the agent's secret %q", k)
 	}
 }
 

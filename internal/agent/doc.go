@@ -45,12 +45,20 @@
 // A data request without X-Fencegate-Lease is proxied unfenced, like every
 // other path (GET /v1/models, /health, /metrics, POST /tokenize, ...).
 //
-// # Control endpoints
+// # The secret
 //
-// With a secret configured every control call must carry
-// X-Fencegate-Agent-Key: <secret> (401 otherwise). Without one, control calls
-// are accepted from loopback clients only (403 otherwise) and the agent logs a
+// With a secret configured (--secret-file) every request must carry
+// X-Fencegate-Agent-Key: <secret>, compared in constant time, or is refused
+// 401: data requests and passthrough included, since the agent is the only way
+// to its engine, which listens on localhost only. The header is never
+// forwarded to the engine. The one exception is GET /fencegate/v1/health, the
+// agent's own probe of the engine's GET /health (200 or 503, nothing of the
+// caller reaches the engine), for orchestrator probes that cannot carry a
+// secret. Without a secret, control calls are accepted from loopback clients
+// only (403 otherwise), data requests from anyone, and the agent logs a
 // warning at start.
+//
+// # Control endpoints
 //
 // POST /fencegate/v1/renew renews a batch of leases and doubles as the
 // gateway's heartbeat. It never touches the engine: the load it reports comes

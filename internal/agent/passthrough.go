@@ -16,6 +16,8 @@ func (a *Agent) newPassthrough(t http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// The agent's secret is for the agent: the engine (and its logs) never see it.
+			pr.Out.Header.Del(HeaderAgentKey)
 		},
 		Transport: t,
 		ErrorLog:  slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),

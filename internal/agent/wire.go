@@ -11,7 +11,7 @@ const (
 	HeaderAttempt  = "X-Fencegate-Attempt"   // attempt id; also forwarded to the engine
 	HeaderLease    = "X-Fencegate-Lease"     // "epoch=<uint64>;ttl_ms=<int>", see lease.FormatHeader
 	HeaderGateway  = "X-Fencegate-Gateway"   // id of the gateway that holds the lease
-	HeaderAgentKey = "X-Fencegate-Agent-Key" // the agent's secret, on control calls
+	HeaderAgentKey = "X-Fencegate-Agent-Key" // the agent's secret, on every request when it has one
 )
 
 // Paths of the control endpoints.
@@ -19,6 +19,9 @@ const (
 	PathRenew    = "/fencegate/v1/renew"
 	PathCancel   = "/fencegate/v1/cancel"
 	PathAttempts = "/fencegate/v1/attempts"
+	// PathHealth is the agent's own probe of its engine, the one path that needs no
+	// secret (see requireSecret).
+	PathHealth = "/fencegate/v1/health"
 )
 
 // RenewRequest is the body of POST /fencegate/v1/renew.
