@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Limits on what the gateway reads from an engine.
@@ -13,7 +15,7 @@ const (
 	maxDrainWait       = 100 * time.Millisecond
 	maxEngineErrorBody = 64 << 10
 	maxEngineBody      = 64 << 20
-	readChunk          = 32 << 10
+	readChunk          = upstream.ReadBufferSize // a body Read returns no more
 )
 
 // errBodyTooLarge: a non-streaming answer above maxEngineBody; the gateway closes it.

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// ReadBufferSize is the transport's read buffer per engine connection. A body Read
+// returns at most this much, so a reader's own buffer need not be larger.
+const ReadBufferSize = 8 << 10
+
 // DialFunc opens a connection to a replica.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -31,8 +35,13 @@ func NewClient(dialTimeout time.Duration, dial DialFunc) *http.Client {
 		DisableCompression: true,
 		// One stream per connection keeps a reset local to its attempt.
 		ForceAttemptHTTP2: false,
-		WriteBufferSize:   16 << 10,
-		ReadBufferSize:    16 << 10,
+		// Every open stream holds both buffers for its whole life, so they are what an idle
+		// stream costs (docs/performance.md). A request is written once (bufio writes a
+		// larger body straight through); reads are bounded by ReadBufferSize, since the
+		// chunked body reader returns what the buffer holds, so 8 KiB still forwards a
+		// busy stream in batches of a few dozen events.
+		WriteBufferSize: 4 << 10,
+		ReadBufferSize:  ReadBufferSize,
 	}
 	return &http.Client{Transport: t}
 }
