@@ -30,6 +30,7 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
 	"Content-Length": true, "Authorization": true, "Cookie": true, "Accept-Encoding": true,
 	"Idempotency-Key": true, "X-Idempotency-Key": true, "X-Request-Id": true, "X-Api-Key": true,
+	"X-Fencegate-Agent-Key": true, // a client's guess at the agents' secret goes nowhere
 }
 
 // attempt is one try of the request on one replica. Its fields are the owner's, except
@@ -164,6 +165,7 @@ func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
 	rn.startAttemptSpan(a, req.Header)
 	if a.link != nil {
 		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.s.boot.Leases.TTL.D(), rn.s.gatewayID)
+		setAgentKey(req.Header, a.link.client.Secret)
 	}
 	return req, nil
 }

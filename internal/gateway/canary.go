@@ -193,7 +193,7 @@ func (p *pool) canaryTargets(now time.Time) []canaryTarget {
 		case balance.Dead, balance.Unhealthy, balance.Draining:
 			continue
 		}
-		out = append(out, canaryTarget{target: target{r.Name, r.URL, m.key}, group: groupKey(r.Fingerprint)})
+		out = append(out, canaryTarget{target: target{name: r.Name, url: r.URL, key: m.key, agentKey: m.agentKey()}, group: groupKey(r.Fingerprint)})
 	}
 	return out
 }
@@ -213,6 +213,11 @@ func groupKey(fp map[string]string) string {
 // second time, and records the verdicts.
 func (s *Server) runCanary(ctx context.Context, p *pool) {
 	p.mu.Lock()
+	if p.canary == nil { // a reload took the canary away since the check was begun
+		p.canaryRun.running = false
+		p.mu.Unlock()
+		return
+	}
 	cfg := *p.canary
 	p.mu.Unlock()
 	defer func() {
@@ -394,7 +399,7 @@ func (s *Server) probeReplica(ctx context.Context, model string, cfg config.Cana
 	// A request id of its own kind, so that a probe in an engine's log is never taken for a
 	// client's request (whose ids are req_…).
 	req.Header.Set("X-Request-Id", fmt.Sprintf("canary_%s_%d", tg.name, time.Now().UnixNano()))
-	setEngineKey(req.Header, tg.key)
+	tg.setCredentials(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return canary.Answer{Err: err.Error()}

@@ -119,7 +119,7 @@ func (s *Server) tokenize(ctx context.Context, tg target, req *openai.Request) (
 	if err != nil {
 		return 0, false
 	}
-	setEngineKey(hr.Header, tg.key)
+	tg.setCredentials(hr.Header)
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(hr)
 	if err != nil {

@@ -32,8 +32,6 @@ type replicaFacts struct {
 	engineSource string
 	// version is the engine's own version, shown in /readyz, never compared.
 	version string
-	// changed is set when the effective fingerprint changed since the canary last looked.
-	changed bool
 	canary  canaryResult
 }
 
@@ -105,9 +103,6 @@ func (p *pool) refreshFingerprint(name string) {
 	if len(mismatches) > 0 {
 		p.fpMismatch[name] = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
 	}
-	if !mapsEqual(r.Fingerprint, effective) {
-		f.changed = true
-	}
 	r.Fingerprint = effective
 	p.updateIncompatible(name)
 }
@@ -124,18 +119,6 @@ func (p *pool) sourceName(f *replicaFacts, s string) string {
 		return "agent"
 	}
 	return s
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // engineKind is the engine behind a replica: as configured, else as its metrics tell.
@@ -211,7 +194,7 @@ func (s *Server) engineGet(ctx context.Context, tg target, path string) ([]byte,
 	if err != nil {
 		return nil, 0, err
 	}
-	setEngineKey(req.Header, tg.key)
+	tg.setCredentials(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, 0, err

@@ -39,7 +39,7 @@ func (s *Server) probe(ctx context.Context, tg target) (bool, string) {
 	if err != nil {
 		return false, "probe: " + err.Error()
 	}
-	setEngineKey(req.Header, tg.key)
+	tg.setCredentials(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return false, "probe: " + err.Error()

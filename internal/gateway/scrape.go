@@ -51,7 +51,7 @@ func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte,
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	setEngineKey(req.Header, tg.key)
+	tg.setCredentials(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, nil, 0, err
@@ -128,7 +128,7 @@ func (s *Server) scrape(ctx context.Context, tg target) (enginemetrics.Snapshot,
 	if err != nil {
 		return enginemetrics.Snapshot{}, err
 	}
-	setEngineKey(req.Header, tg.key)
+	tg.setCredentials(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return enginemetrics.Snapshot{}, err
@@ -140,19 +140,26 @@ func (s *Server) scrape(ctx context.Context, tg target) (enginemetrics.Snapshot,
 	return enginemetrics.Parse(io.LimitReader(resp.Body, maxMetricsBody))
 }
 
-// target is a replica as the background checks reach it.
-type target struct{ name, url, key string }
+// target is a replica as the background checks reach it: key is the engine's API key,
+// agentKey the agent's secret when the replica is an agent.
+type target struct{ name, url, key, agentKey string }
+
+// setCredentials adds the replica's credentials to a request for it.
+func (tg target) setCredentials(h http.Header) {
+	setEngineKey(h, tg.key)
+	setAgentKey(h, tg.agentKey)
+}
 
 func (p *pool) targets() []target {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]target, 0, len(p.b.Replicas))
 	for _, r := range p.b.Replicas {
-		key := ""
+		tg := target{name: r.Name, url: r.URL}
 		if m := p.members[r.Name]; m != nil {
-			key = m.key
+			tg.key, tg.agentKey = m.key, m.agentKey()
 		}
-		out = append(out, target{r.Name, r.URL, key})
+		out = append(out, tg)
 	}
 	return out
 }
