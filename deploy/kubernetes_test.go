@@ -571,7 +571,8 @@ func TestEnginesAreReachedOnlyThroughTheirAgents(t *testing.T) {
 		t.Errorf("the agent's secret comes from %s, want fencegate-agent (the gateway's)", name)
 	}
 	checkLockedDown(t, pod.Spec, agent, df.imageUID(t))
-	checkHTTPProbe(t, agent, agent.ReadinessProbe, "readiness", "/health", int32(agentPort))
+	// Probes cannot carry the agent's secret: they use the one path that needs none.
+	checkHTTPProbe(t, agent, agent.ReadinessProbe, "readiness", "/fencegate/v1/health", int32(agentPort))
 
 	// Stopping: both containers wait the same while the gateways drain the pod, and the
 	// kubelet's grace covers the wait.
