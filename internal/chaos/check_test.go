@@ -47,7 +47,7 @@ func sseBody(events ...string) []byte {
 // on its first attempt, delivered two tokens per chunk.
 func cleanHistory(n int) *history {
 	t0 := time.Now()
-	r := &request{n: 1, endpoint: "chat", prompts: []string{"p"}, choicesN: n, maxTokens: 4}
+	r := &request{n: 1, endpoint: "chat", stream: true, prompts: []string{"p"}, choicesN: n, maxTokens: 4, continues: -1}
 	h := &history{req: r, answers: map[string]answer{}, agentEnds: map[string]time.Time{}}
 	var ans answer
 	var events []string

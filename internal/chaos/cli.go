@@ -38,7 +38,7 @@ func Main(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("chaos: %w", err)
 	}
-	fmt.Fprintf(stdout, "seed %d: %s\n%s", cfg.Seed, rep, rep.Kinds())
+	fmt.Fprintf(stdout, "seed %d: %s\nby API:\n%scontinued responses: %s\nby fault, client and shape:\n%s", cfg.Seed, rep, rep.APIs(), rep.Continuations, rep.Kinds())
 	for _, v := range rep.Violations {
 		fmt.Fprintln(stdout, "VIOLATION", v)
 	}

@@ -23,6 +23,7 @@ type seen struct {
 	replayed  bool      // Idempotent-Replayed: true
 	raw       []byte    // the body as received (for a client that left or stalled: up to then)
 	events    []string  // the data of every complete SSE event, in order
+	names     []string  // the event: name of each of events ("" for none)
 	comments  int       // SSE comments (keepalives)
 	err       error     // a transport error: the gateway must never cut a stream
 	sentAt    time.Time // when the request was sent
@@ -43,6 +44,7 @@ func (s *seen) body() string { return string(s.raw) }
 
 // clients sends the plan's requests as their clients would, and their keyed retries.
 type clients struct {
+	plan    []request // a continuation reads the response id of the request it continues
 	gateway string
 	client  *http.Client // reads whole responses; the gateway's journal is read with it too
 	sims    []*sim.Server
@@ -53,6 +55,20 @@ type clients struct {
 
 // run plays r's client, then its keyed retries.
 func (cl *clients) run(ctx context.Context, r *request) {
+	defer close(r.done)
+	if r.continues >= 0 {
+		// A continuation is sent once the response it continues is complete, as a client
+		// sends the next turn; when its client never saw it complete, there is nothing to
+		// continue and the request goes as a fresh one.
+		prev := &cl.plan[r.continues]
+		<-prev.done
+		if id := completedResponseID(prev); id != "" {
+			r.prevID = id
+		} else {
+			r.continueSkipped = true
+		}
+		r.bodyBytes = r.body(r.stream)
+	}
 	var inflight chan *seen
 	onFirstEvent := func() {
 		if r.key != "" && r.inflightRetry {
@@ -76,8 +92,9 @@ func (cl *clients) run(ctx context.Context, r *request) {
 	switch {
 	case final != nil:
 		r.retry = <-final
-	case r.key != "" && r.client == clientNormal && r.seen.status != http.StatusOK && r.seen.err == nil:
-		// An error answer ended with its body: its outcome must already be durable too.
+	case r.key != "" && r.client == clientNormal && (r.seen.status != http.StatusOK || !r.stream) && r.seen.err == nil:
+		// An error or whole answer ended with its body: its outcome must already be
+		// durable too.
 		s := cl.send(ctx, r, clientNormal, nil)
 		r.retry = &s
 	case r.key != "" && r.seen.requestID != "":
@@ -107,6 +124,9 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 		return seen{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if r.endpoint == "messages" {
+		req.Header.Set("Anthropic-Version", "2023-06-01") // as the Anthropic SDKs send it
+	}
 	if r.fault != "" {
 		req.Header.Set("X-Sim-Fault", r.fault)
 	}
@@ -128,7 +148,7 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	var raw bytes.Buffer
-	data, terminal := 0, false
+	data, terminal, name := 0, false, ""
 	for {
 		line, err := br.ReadBytes('\n')
 		raw.Write(line)
@@ -138,6 +158,9 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 			}
 			break
 		}
+		if n, ok := bytes.CutPrefix(line, []byte("event: ")); ok {
+			name = string(bytes.TrimRight(n, "\r\n"))
+		}
 		d, isData := bytes.CutPrefix(line, []byte("data: "))
 		isComment := bytes.HasPrefix(line, []byte(":"))
 		if isData {
@@ -145,12 +168,13 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 			if data == 1 && onFirstEvent != nil {
 				onFirstEvent()
 			}
-			if d = bytes.TrimRight(d, "\r\n"); string(d) == "[DONE]" || bytes.HasPrefix(d, []byte(`{"error"`)) {
+			if d = bytes.TrimRight(d, "\r\n"); string(d) == "[DONE]" || bytes.HasPrefix(d, []byte(`{"error"`)) || terminalEvents[name] {
 				if !terminal && onTerminal != nil {
 					onTerminal()
 				}
 				terminal = true
 			}
+			name = ""
 		}
 		if k == clientLeave && s.status == http.StatusOK &&
 			((r.leaveAfter < 0 && (isComment || isData)) || (isData && data > r.leaveAfter && r.leaveAfter >= 0)) {
@@ -159,8 +183,42 @@ func (cl *clients) sendWith(ctx context.Context, r *request, k clientKind, onFir
 		}
 	}
 	s.raw = raw.Bytes()
-	s.events, s.comments = parseSSE(s.raw)
+	s.parse()
 	return s
+}
+
+// terminalEvents are the named events that end a Messages or Responses stream: its end,
+// or its error (a Responses error event is followed by response.failed in the same write).
+var terminalEvents = map[string]bool{"message_stop": true, "error": true,
+	"response.completed": true, "response.incomplete": true, "response.failed": true}
+
+// completedResponseID is the id of the Responses answer prev's client saw complete ("" when
+// it saw none): a whole answer's, or the one a stream's response.completed carried.
+func completedResponseID(prev *request) string {
+	s := &prev.seen
+	if s.status != http.StatusOK || s.err != nil || s.left || s.stalled {
+		return ""
+	}
+	var resp struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if !prev.stream {
+		if json.Unmarshal(s.raw, &resp) != nil || (resp.Status != "completed" && resp.Status != "incomplete") {
+			return ""
+		}
+		return resp.ID
+	}
+	for i, d := range s.events {
+		var ev struct {
+			Response json.RawMessage `json:"response"`
+		}
+		if (s.names[i] == "response.completed" || s.names[i] == "response.incomplete") && json.Unmarshal([]byte(d), &ev) == nil &&
+			json.Unmarshal(ev.Response, &resp) == nil {
+			return resp.ID
+		}
+	}
+	return ""
 }
 
 // stall reads r.stallAfter bytes of a stream, then stops reading with the connection open
@@ -176,7 +234,7 @@ func (cl *clients) stall(ctx context.Context, r *request, resp *http.Response, s
 		n += m
 	}
 	s.raw = buf[:n]
-	s.events, s.comments = parseSSE(s.raw)
+	s.parse()
 	if n < len(buf) {
 		// The answer ended before the client meant to stop reading: cleanly (EOF) or cut.
 		if !errors.Is(err, io.EOF) {
@@ -278,9 +336,20 @@ func (cl *clients) journal(ctx context.Context, id string, wait time.Duration) (
 	return j, nil
 }
 
+// parse splits s.raw into its events.
+func (s *seen) parse() { s.events, s.names, s.comments = parseNamedSSE(s.raw) }
+
 // parseSSE returns the data of every complete "data:" line of raw, and the number of
 // comment lines. A line cut short (a client that stopped reading mid-event) is not an event.
 func parseSSE(raw []byte) (events []string, comments int) {
+	events, _, comments = parseNamedSSE(raw)
+	return events, comments
+}
+
+// parseNamedSSE is parseSSE that also returns the "event:" name of each event ("" for an
+// event without one).
+func parseNamedSSE(raw []byte) (events, names []string, comments int) {
+	name := ""
 	for len(raw) > 0 {
 		i := bytes.IndexByte(raw, '\n')
 		if i < 0 {
@@ -289,13 +358,17 @@ func parseSSE(raw []byte) (events []string, comments int) {
 		line := strings.TrimRight(string(raw[:i]), "\r")
 		raw = raw[i+1:]
 		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = line[len("event: "):]
 		case strings.HasPrefix(line, "data: "):
 			events = append(events, line[len("data: "):])
+			names = append(names, name)
+			name = ""
 		case strings.HasPrefix(line, ":"):
 			comments++
 		}
 	}
-	return events, comments
+	return events, names, comments
 }
 
 // smallSendBuffers gives every connection the gateway accepts a small send buffer, so that

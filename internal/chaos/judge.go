@@ -38,6 +38,7 @@ type chunk struct {
 }
 
 type apiError struct {
+	Type                  string `json:"type"`
 	Code                  string `json:"code"`
 	Message               string `json:"message"`
 	RequestID             string `json:"request_id"`
@@ -59,6 +60,12 @@ type stream struct {
 	usageInChunks bool
 	errEvent      *apiError
 	done          bool
+	// deltas counts the Messages and Responses delta events that carried output: the
+	// tokens the gateway counts for an engine that reports usage only at the end of its
+	// answer (docs/errors.md), fewer than the words when an event carries several.
+	deltas int
+	// responseID is the Responses answer's id, as its response.created named it.
+	responseID string
 }
 
 // output reports whether anything output-bearing reached the client.
@@ -137,6 +144,7 @@ const (
 	rRerunOnRetry   = "rerun-on-retry"  // a keyed retry ran the request again
 	rToolID         = "tool-id"         // a tool call id not derived from the request id
 	rClass          = "class"           // a failure classified against the evidence (a silent engine called dead)
+	rPinned         = "pinned"          // a continuation of a stored response ran elsewhere than its replica, or was refused without cause
 	rRun            = "run"             // the run itself did not end cleanly
 )
 
@@ -169,7 +177,10 @@ func judge(h *history) (string, []violation) {
 	if s.replayed {
 		fail(rReplay, "the first request with its Idempotency-Key was answered as a replay")
 	}
-	if s.status >= 400 && s.status < 500 && s.status != http.StatusTooManyRequests {
+	// A continuation's replica may answer that it no longer has the response (after a
+	// restart): judgeContinuation says when that is sound.
+	continuationGone := h.req.prevID != "" && s.status == http.StatusNotFound
+	if s.status >= 400 && s.status < 500 && s.status != http.StatusTooManyRequests && !continuationGone {
 		fail(rRefused, "a valid request was refused: %d %s", s.status, strings.TrimSpace(s.body()))
 		return "failed", bad
 	}
@@ -179,32 +190,38 @@ func judge(h *history) (string, []violation) {
 	}
 	var outcome string
 	var st *stream
-	if s.status != http.StatusOK {
+	switch {
+	case s.status != http.StatusOK:
 		outcome = judgeError(h, fail)
-	} else {
+	case !h.req.stream:
+		outcome = judgeWhole(h, fail)
+	default:
 		outcome, st = judgeStream(h, fail)
 	}
 	judgeAttempts(h, fail)
 	judgeClient(h, st, fail)
 	judgeRetries(h, fail)
+	judgeContinuation(h, fail)
 	return outcome, bad
 }
 
-// judgeError checks an HTTP error answer: before any output, in the OpenAI shape, and
+// judgeError checks an HTTP error answer: before any output, in the API's own shape, and
 // journaled as failed.
 func judgeError(h *history, fail failFunc) string {
 	s, j := &h.req.seen, h.journal
-	var env chunk
-	if json.Unmarshal(s.raw, &env) != nil || env.Error == nil || env.Error.Code == "" || env.Error.Message == "" {
-		fail(rShape, "status %d without an OpenAI error body: %q", s.status, s.body())
+	e, problem := errorBodyProblem(h.req, s.status, s.raw)
+	if problem != "" {
+		fail(rShape, "status %d with an error body in the wrong shape (%s): %q", s.status, problem, s.body())
+	}
+	if e == nil {
 		return "failed"
 	}
 	if j.Outcome != "failed" || j.FirstDeltaSent || j.DeliveredOutputTokens != 0 {
 		fail(rJournal, "client got %d before any output, journal says %s (first_delta_sent %v, %d tokens)", s.status, j.Outcome, j.FirstDeltaSent, j.DeliveredOutputTokens)
 	}
-	judgeUnfencedError(h, env.Error.Code, fail)
-	if env.Error.RequestID != "" && env.Error.RequestID != s.requestID {
-		fail(rShape, "error names request %s, the response %s", env.Error.RequestID, s.requestID)
+	judgeUnfencedError(h, e.Code, fail)
+	if e.RequestID != "" && e.RequestID != s.requestID {
+		fail(rShape, "error names request %s, the response %s", e.RequestID, s.requestID)
 	}
 	return "failed"
 }
@@ -329,7 +346,15 @@ func readStream(h *history, fail failFunc) *stream {
 // one replica's answer and exactly one interruption, or an error before output.
 func judgeStream(h *history, fail failFunc) (string, *stream) {
 	r, s, j := h.req, &h.req.seen, h.journal
-	st := readStream(h, fail)
+	var st *stream
+	switch r.protocol() {
+	case "messages":
+		st = readMessagesStream(h, fail)
+	case "responses":
+		st = readResponsesStream(h, fail)
+	default:
+		st = readStream(h, fail)
+	}
 	if len(j.Attempts) == 0 {
 		fail(rJournal, "journal has no attempt for a 200 answer")
 		return "", st
@@ -353,6 +378,13 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		}
 	}
 	delivered := st.delivered()
+	// counted is what the gateway must count as delivered before the end: every token for
+	// chat (from the engine's per-chunk usage), one per output-bearing delta event for
+	// the Messages and Responses APIs, whose engines report usage only at the end.
+	counted, countedWhat := delivered, "the client received"
+	if r.protocol() != "chat" {
+		counted, countedWhat = st.deltas, "output-bearing delta events reached the client"
+	}
 	switch {
 	case st.done && st.errEvent == nil:
 		for k := range st.text {
@@ -377,6 +409,9 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		if r.includeUsage && (st.usageFinal == nil || *st.usageFinal != delivered) {
 			fail(rTokens, "the usage chunk the client asked for is %v, the client received %d tokens", fmtPtr(st.usageFinal), delivered)
 		}
+		if r.protocol() != "chat" && (st.usageFinal == nil || *st.usageFinal != delivered) {
+			fail(rTokens, "the answer's final usage says %s output tokens, the client received %d", fmtPtr(st.usageFinal), delivered)
+		}
 		judgeUsage(h, st, fail)
 		if len(j.Attempts) > 1 {
 			return "rerun-completed", st
@@ -387,8 +422,11 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		if e.PartialOutput == nil || !*e.PartialOutput || e.Retryable == nil || *e.Retryable || e.RequestID != s.requestID {
 			fail(rShape, "interruption event is not a partial, non-retryable error of this request: %+v", *e)
 		}
-		if e.DeliveredOutputTokens == nil || *e.DeliveredOutputTokens != delivered {
-			fail(rTokens, "interruption says %s delivered tokens, the client received %d", fmtPtr(e.DeliveredOutputTokens), delivered)
+		if e.DeliveredOutputTokens == nil || *e.DeliveredOutputTokens != counted {
+			fail(rTokens, "interruption says %s delivered tokens, %d %s", fmtPtr(e.DeliveredOutputTokens), counted, countedWhat)
+		}
+		if counted > delivered {
+			fail(rTokens, "%d %s, more than the %d tokens they carry", counted, countedWhat, delivered)
 		}
 		if !st.output() {
 			fail(rShape, "interrupted, but no output was delivered")
@@ -397,8 +435,8 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		if j.Outcome != "interrupted" || !j.FirstDeltaSent {
 			fail(rJournal, "client was interrupted after output, journal says %s (first_delta_sent %v)", j.Outcome, j.FirstDeltaSent)
 		}
-		if j.DeliveredOutputTokens != delivered {
-			fail(rTokens, "journal counts %d delivered tokens, the client received %d before the interruption", j.DeliveredOutputTokens, delivered)
+		if j.DeliveredOutputTokens != counted {
+			fail(rTokens, "journal counts %d delivered tokens, %d %s before the interruption", j.DeliveredOutputTokens, counted, countedWhat)
 		}
 		judgeUsage(h, st, fail)
 		return "interrupted", st
@@ -425,7 +463,7 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 		fail(rCutDone, "[DONE] and an error event in one stream")
 		return "", st
 	}
-	fail(rTruncation, "the stream ended with neither [DONE] nor an error event after %d tokens (silent truncation)", delivered)
+	fail(rTruncation, "the stream ended with neither its end event nor an error event after %d tokens (silent truncation)", delivered)
 	return "", st
 }
 
@@ -433,6 +471,9 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 // engine for per-chunk usage to count tokens, and must strip it again).
 func judgeUsage(h *history, st *stream, fail failFunc) {
 	r := h.req
+	if r.protocol() != "chat" {
+		return // the Messages and Responses APIs report usage in their own events, always
+	}
 	switch {
 	case !r.includeUsage && (st.usageFinal != nil || st.usageInChunks):
 		fail(rUsage, "usage reached a client that did not ask for it")
@@ -448,8 +489,10 @@ var proofOfEnd = map[string]bool{sim.OutcomeError: true, sim.OutcomeRejected: tr
 	sim.OutcomeCrashed: true, sim.OutcomeDropped: true}
 
 // silentOutcome are the engine outcomes of a request that stopped answering without
-// ending: a hang, or a malformed or oversized event followed by silence.
-var silentOutcome = map[string]bool{sim.OutcomeHung: true, sim.OutcomeGarbage: true, sim.OutcomeOversize: true}
+// ending: a hang, a malformed or oversized event followed by silence, or an error event
+// followed by silence (an error report proves nothing until the stream ends).
+var silentOutcome = map[string]bool{sim.OutcomeHung: true, sim.OutcomeGarbage: true, sim.OutcomeOversize: true,
+	sim.OutcomeErrorHung: true}
 
 // judgeAttempts checks the journal's attempts against the engines' records: every engine
 // request is an attempt the journal knows, ran once, ended; no two ran at once; and in
@@ -620,10 +663,20 @@ func judgeRetries(h *history, fail failFunc) {
 	if msg := replayMismatch(h, x); msg != "" {
 		fail(rReplay, "retry: %s", msg)
 	}
+	started := map[string]time.Time{}
+	for _, a := range j.Attempts {
+		started[a.ID] = a.StartedAt
+	}
 	for _, rec := range h.records {
-		if rec.Started.After(x.sentAt) {
-			fail(rRerunOnRetry, "the retry ran the request again: %s started on the engine after the retry was sent", rec.AttemptID)
+		if !rec.Started.After(x.sentAt) {
+			continue
 		}
+		if at, ok := started[rec.AttemptID]; ok && at.Before(x.sentAt) {
+			// An attempt of the original run, sent before the retry, that reached the
+			// engine late (the gateway had given up on it): not a run of the retry.
+			continue
+		}
+		fail(rRerunOnRetry, "the retry ran the request again: %s started on the engine after the retry was sent", rec.AttemptID)
 	}
 }
 
@@ -654,13 +707,16 @@ func replayMismatch(h *history, x *seen) string {
 			return "the replay does not begin with what the original client received"
 		}
 	case "interrupted":
-		var env chunk
-		if x.status != http.StatusBadGateway || json.Unmarshal(x.raw, &env) != nil || env.Error == nil || env.Error.Code != "upstream_decode_interrupted" {
+		e, problem := errorBodyProblem(h.req, x.status, x.raw)
+		if x.status != http.StatusBadGateway || e == nil || e.Code != "upstream_decode_interrupted" {
 			return fmt.Sprintf("%d %s for an interrupted request, not the same interruption", x.status, code)
 		}
-		if env.Error.DeliveredOutputTokens == nil || *env.Error.DeliveredOutputTokens != j.DeliveredOutputTokens || env.Error.RequestID != s.requestID {
+		if problem != "" {
+			return "the replayed interruption is not in the API's shape: " + problem
+		}
+		if e.DeliveredOutputTokens == nil || *e.DeliveredOutputTokens != j.DeliveredOutputTokens || e.RequestID != s.requestID {
 			return fmt.Sprintf("the replayed interruption says %s tokens of %s, the journal %d of %s",
-				fmtPtr(env.Error.DeliveredOutputTokens), env.Error.RequestID, j.DeliveredOutputTokens, s.requestID)
+				fmtPtr(e.DeliveredOutputTokens), e.RequestID, j.DeliveredOutputTokens, s.requestID)
 		}
 	case "failed":
 		if s.status == http.StatusOK {
