@@ -25,6 +25,7 @@ Usage:
   fencegate serve --config FILE     run the gateway
   fencegate check --config FILE     validate a configuration and the files it names, start nothing
   fencegate version [--json]        print the version and the revision the binary was built from
+  fencegate keys create|list|revoke manage API keys in the store (the key is printed once)
   fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return check(args[1:], stdout)
 	case "version":
 		return version(args[1:], stdout)
+	case "keys":
+		return keysCmd(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return sim.Main(args[1:], stdout)
 	case "agent":

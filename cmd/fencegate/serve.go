@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/logging"
+	"golang.org/x/net/netutil"
 )
 
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
@@ -104,16 +105,30 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 			}
 		}()
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg.Listen, cfg.Server.MaxConnections)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return err
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(cfg.Server, gw.Handler())
+	var (
+		admin   *http.Server
+		adminLn net.Listener
+	)
+	if cfg.AdminListen != "" {
+		if adminLn, err = listen(cfg.AdminListen, cfg.Server.MaxConnections); err != nil {
+			ln.Close()
+			return err
+		}
+		admin = newHTTPServer(cfg.Server, gw.AdminHandler())
+	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
 		certs, err := newCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, log)
 		if err != nil {
 			ln.Close()
+			if adminLn != nil {
+				adminLn.Close()
+			}
 			return err
 		}
 		scheme = "https"
@@ -128,12 +143,22 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 		}
 		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 		ln = tls.NewListener(ln, srv.TLSConfig)
+		if admin != nil {
+			// Admin keys cross the admin listener: it is encrypted like the public one.
+			admin.TLSConfig, admin.TLSNextProto = srv.TLSConfig, srv.TLSNextProto
+			adminLn = tls.NewListener(adminLn, admin.TLSConfig)
+		}
 	}
 	gw.Start()
 	fmt.Fprintf(stdout, "fencegate gateway listening on %s://%s\n", scheme, ln.Addr())
 	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String(), "tls", cfg.TLS.Enabled())
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if admin != nil {
+		fmt.Fprintf(stdout, "fencegate admin listening on %s://%s\n", scheme, adminLn.Addr())
+		log.Info("admin listener started", "listen", adminLn.Addr().String())
+		go func() { errc <- admin.Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -150,6 +175,10 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 	gw.Drain(drain)
 	shutdown, cancel2 := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel2()
+	if admin != nil {
+		// The admin listener served /readyz (draining) through the drain; it goes now.
+		admin.Close()
+	}
 	if err := srv.Shutdown(shutdown); err != nil {
 		srv.Close()
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -157,6 +186,33 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 		}
 	}
 	return nil
+}
+
+// listen opens a TCP listener on addr, holding at most maxConns connections open at once
+// (-1: no bound): past it, new connections wait in the kernel's accept queue instead of
+// costing the gateway a goroutine and buffers each.
+func listen(addr string, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	if maxConns > 0 {
+		ln = netutil.LimitListener(ln, maxConns)
+	}
+	return ln, nil
+}
+
+// newHTTPServer applies the server section's bounds. There is no ReadTimeout or
+// WriteTimeout: a response may stream for as long as its request runs (the gateway moves
+// each response's write deadline as it goes), and the body's own deadline is set by the
+// handler around reading it (server.body_read_timeout), so that it cannot end a stream.
+func newHTTPServer(c config.Server, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
+		IdleTimeout:       c.IdleTimeout.D(),
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+	}
 }
 
 // shutdownWait is how long idle connections get to close after the drain.

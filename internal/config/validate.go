@@ -506,7 +506,7 @@ func (c *Config) validateAdminListen() error {
 	if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
 		return fmt.Errorf("admin_listen: %q is not host:port: %w", c.AdminListen, err)
 	}
-	if c.AdminListen == c.Listen {
+	if _, port, _ := net.SplitHostPort(c.AdminListen); c.AdminListen == c.Listen && port != "0" {
 		return fmt.Errorf("admin_listen: %q is also listen; give the admin listener an address of its own", c.AdminListen)
 	}
 	if !IsLoopback(c.AdminListen) && len(c.Auth.AdminKeys) == 0 {

@@ -71,6 +71,8 @@ type storeKeys struct {
 	keys     map[string]apiKey
 	any      bool
 	loadedAt time.Time
+	// missReadAt is when an unknown key last made the cache read the store.
+	missReadAt time.Time
 	// loading serialises reads of the store; a reader that waited for another's read
 	// uses its result.
 	loading sync.Mutex
@@ -130,14 +132,19 @@ func (s *Server) refreshKeys(ctx context.Context) {
 }
 
 // lookupStoreKey finds a key's digest among the store's keys, reading the store again on
-// a miss when the last read is older than missMinInterval.
+// a miss unless a miss already did within missMinInterval.
 func (s *Server) lookupStoreKey(ctx context.Context, digest string) (apiKey, bool) {
 	sk := &s.storeKeys
+	now := s.now()
 	sk.mu.Lock()
 	k, ok := sk.keys[digest]
 	loadedAt := sk.loadedAt
+	read := !ok && (sk.missReadAt.IsZero() || now.Sub(sk.missReadAt) >= missMinInterval)
+	if read {
+		sk.missReadAt = now
+	}
 	sk.mu.Unlock()
-	if ok || s.now().Sub(loadedAt) < missMinInterval {
+	if !read {
 		return k, ok
 	}
 	if err := s.loadStoreKeys(ctx, loadedAt); err != nil {

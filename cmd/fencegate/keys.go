@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/store"
+)
+
+const keysUsage = `Usage:
+  fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] --config FILE
+  fencegate keys list --config FILE
+  fencegate keys revoke --id ID --config FILE
+
+Keys live in the configuration's store (FENCEGATE_STORE replaces it), which every gateway
+sharing it reads within auth.store_refresh. create prints the new key once; only its
+SHA-256 is stored. A revoked key's id is never reused.
+`
+
+// keyPrefix marks fencegate's keys, so that one found in a log or a repository is
+// recognisable (and can be searched for by secret scanners).
+const keyPrefix = "fg-"
+
+// keyIDPattern keeps ids fit for log fields, metric labels and Redis key names.
+var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, keysUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("keys: no subcommand given")
+		}
+		return nil
+	}
+	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "path to the YAML configuration (required): its store holds the keys")
+	id := fs.String("id", "", "the key's id, as the journal, logs and metrics name it")
+	models := fs.String("models", "", "comma-separated models the key may use (default: every model)")
+	maxConc := fs.Int64("max-concurrent", 0, "requests the key may run at once (0: no limit)")
+	rpm := fs.Int64("rpm", 0, "requests per minute (0: no limit)")
+	tpm := fs.Int64("tpm", 0, "output tokens per minute (0: no limit)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("keys %s: unexpected arguments %q", args[0], fs.Args())
+	}
+	if *path == "" {
+		return fmt.Errorf("keys %s: --config is required", args[0])
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if cfg.Store == "memory:" {
+		return fmt.Errorf("keys: the store is memory:, which keeps nothing; use sqlite:PATH or postgres://")
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch args[0] {
+	case "create":
+		if *maxConc < 0 || *rpm < 0 || *tpm < 0 {
+			return fmt.Errorf("keys create: limits must be >= 0")
+		}
+		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm}, stdout, stderr)
+	case "list":
+		return listKeys(ctx, st, cfg, stdout)
+	case "revoke":
+		return revokeKey(ctx, st, cfg, *id, stderr)
+	}
+	fmt.Fprint(stderr, keysUsage)
+	return fmt.Errorf("keys: unknown subcommand %q", args[0])
+}
+
+func splitList(s string) []string {
+	var out []string
+	for m := range strings.SplitSeq(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// newKey returns a new secret: 32 random bytes, base64url, after keyPrefix.
+func newKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return keyPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func createKey(ctx context.Context, st store.Store, cfg *config.Config, k store.APIKey, stdout, stderr io.Writer) error {
+	if !keyIDPattern.MatchString(k.ID) {
+		return fmt.Errorf("keys create: --id %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", k.ID)
+	}
+	for _, c := range append(append([]config.APIKey(nil), cfg.Auth.Keys...), cfg.Auth.AdminKeys...) {
+		if c.ID == k.ID {
+			return fmt.Errorf("keys create: --id %q is a key of the configuration already", k.ID)
+		}
+	}
+	served := map[string]bool{}
+	for _, m := range cfg.Models {
+		served[m.Name] = true
+	}
+	for _, m := range k.Models {
+		if !served[m] {
+			// Allowed (a model may be added later), but probably a typo.
+			fmt.Fprintf(stderr, "warning: the configuration serves no model %q\n", m)
+		}
+	}
+	secret, err := newKey()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(secret))
+	k.KeySHA256, k.CreatedAt = hex.EncodeToString(sum[:]), time.Now()
+	if err := st.CreateKey(ctx, k); err != nil {
+		if errors.Is(err, store.ErrKeyExists) {
+			return fmt.Errorf("keys create: a key with id %q exists (revoked keys keep their id)", k.ID)
+		}
+		return err
+	}
+	fmt.Fprintln(stdout, secret)
+	fmt.Fprintf(stderr, "key %s created; it is shown once: the store keeps only its SHA-256\n", k.ID)
+	return nil
+}
+
+func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io.Writer) error {
+	keys, err := st.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tMODELS\tMAX_CONCURRENT\tRPM\tTPM\tCREATED\tREVOKED")
+	limit := func(n int64) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	list := func(ms []string) string {
+		if len(ms) == 0 {
+			return "*"
+		}
+		return strings.Join(ms, ",")
+	}
+	for _, c := range cfg.Auth.Keys {
+		fmt.Fprintf(tw, "%s\tconfig\t%s\t%s\t%s\t%s\t-\t-\n", c.ID, list(c.Models), limit(int64(c.MaxConcurrent)), limit(int64(c.RPM)), limit(int64(c.TPM)))
+	}
+	for _, c := range cfg.Auth.AdminKeys {
+		fmt.Fprintf(tw, "%s\tconfig (admin)\t*\t-\t-\t-\t-\t-\n", c.ID)
+	}
+	for _, k := range keys {
+		revoked := "-"
+		if k.Revoked() {
+			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\tstore\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
+			k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+	}
+	return tw.Flush()
+}
+
+func revokeKey(ctx context.Context, st store.Store, cfg *config.Config, id string, stderr io.Writer) error {
+	if id == "" {
+		return fmt.Errorf("keys revoke: --id is required")
+	}
+	for _, c := range append(append([]config.APIKey(nil), cfg.Auth.Keys...), cfg.Auth.AdminKeys...) {
+		if c.ID == id {
+			return fmt.Errorf("keys revoke: %q is a key of the configuration: remove it there and reload", id)
+		}
+	}
+	if err := st.RevokeKey(ctx, id, time.Now()); err != nil {
+		if errors.Is(err, store.ErrKeyNotFound) {
+			return fmt.Errorf("keys revoke: no key with id %q in the store", id)
+		}
+		return err
+	}
+	fmt.Fprintf(stderr, "key %s revoked; every gateway sharing the store refuses it within auth.store_refresh (%s)\n", id, cfg.Auth.StoreRefresh.D())
+	return nil
+}
