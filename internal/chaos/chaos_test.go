@@ -20,7 +20,8 @@ var knownBugs = []struct {
 	{
 		"failover: Machine.chunk drops the tokens of an end event that is also the finish (the Responses API's response.completed), " +
 			"so a streamed Responses answer from a replica that sends several tokens per event is journaled with one token per delta, " +
-			"not its usage.output_tokens (fencegate chaos --requests 300 --seed 1 --partitions 4: request 45)",
+			"not its usage.output_tokens (one sim with --stream-interval 3, a streamed /v1/responses with max_output_tokens 9: " +
+			"the journal says 4 delivered tokens, response.completed 9; fencegate chaos --requests 300 --seed 1 --partitions 4: request 45)",
 		func(f Finding, _ bool) bool {
 			return f.API == "responses/stream" && f.Rule == rTokens && (f.Outcome == "completed" || f.Outcome == "rerun-completed")
 		},
@@ -28,15 +29,25 @@ var knownBugs = []struct {
 	{
 		"agent: only /v1/chat/completions and /v1/completions are fenced; Messages, Responses and embeddings attempts pass " +
 			"through without a lease, so a fenced rerun of one starts with no proof that the earlier attempt stopped " +
-			"(fencegate chaos --requests 300 --seed 1 --partitions 4 --fenced: request 139)",
+			"(a fenced /v1/messages or /v1/responses request never appears in the agent's attempts; " +
+			"fencegate chaos --requests 300 --seed 1 --partitions 4 --fenced: request 139)",
 		func(f Finding, fenced bool) bool {
 			return fenced && f.Rule == rOverlap && !strings.HasPrefix(f.API, "chat/") && !strings.HasPrefix(f.API, "completions/")
 		},
 	},
 	{
+		"gateway: a keyed request's last bytes can reach the client before its outcome is durable: clientWriter.write passes a " +
+			"write larger than the response writer's buffer (a whole answer over 4 KiB, such as two 384-dimension embeddings) " +
+			"straight to the connection, before run.finish flushes the journal, so a retry sent as soon as the body is read " +
+			"can get 409 idempotency_key_in_use (intermittent: fencegate chaos --requests 150 --seed 3 --partitions 3 --fenced: request 57)",
+		func(f Finding, _ bool) bool { return f.Rule == rDurable && strings.HasSuffix(f.API, "/whole") },
+	},
+	{
 		"gateway: after a rerun of a streamed Responses request the run keeps the failed attempt's response id (from its " +
-			"discarded response.created), so the journal pins that id and a continuation of the response the client got runs " +
-			"on any replica (fencegate chaos --requests 300 --seed 1 --partitions 4 --fenced: request 248, continued by 266 and 267)",
+			"discarded response.created): the journal pins that id, so a continuation of the response the client got runs on " +
+			"any replica, and an interruption's response.failed names the discarded response (reset@prefill on the first " +
+			"replica of a streamed /v1/responses, then previous_response_id of the answer: 404 from the first replica; " +
+			"fencegate chaos --requests 300 --seed 1 --partitions 4 --fenced: request 248, continued by 266 and 267)",
 		func(f Finding, _ bool) bool {
 			return (f.Rule == rPinned && f.ContinuesStreamRerun) ||
 				(f.API == "responses/stream" && f.Rule == rShape && f.Attempts > 1 && strings.HasPrefix(f.Text, "response.failed names response"))
