@@ -286,6 +286,9 @@ func parseObject(body []byte) (map[string]json.RawMessage, *Error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, invalid("", "invalid_json", "The request body is empty; expected a JSON object.")
 	}
+	if e := checkBody(body); e != nil {
+		return nil, e
+	}
 	var fields map[string]json.RawMessage
 	err := json.Unmarshal(body, &fields)
 	var syntax *json.SyntaxError
@@ -296,6 +299,9 @@ func parseObject(body []byte) (map[string]json.RawMessage, *Error) {
 	case err != nil || fields == nil:
 		return nil, invalid("", "invalid_type",
 			fmt.Sprintf("The request body must be a JSON object, but got %s instead.", kindOf(body)))
+	}
+	if e := checkTopLevelKeys(body); e != nil {
+		return nil, e
 	}
 	return fields, nil
 }
