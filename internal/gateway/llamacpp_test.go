@@ -297,6 +297,12 @@ func llamaResponsesWhole(ctx context.Context, e *llamaEnv, prompt string, maxTok
 
 func ignoreText(string) {}
 
+// longAnswer is max_tokens for an answer a test acts on while it is generated: nearly a
+// slot's whole context (4096 tokens with the prompt), which the engine takes seconds to
+// write (about 2 ms a token near the end, on one thread) where the tests act within
+// milliseconds of its first token.
+const longAnswer = 4000
+
 // engineWork is what an engine's counters say it has done: prompt tokens evaluated,
 // decode calls (counted while a request runs, unlike the tokens predicted) and slots in
 // use. A replica that never got a request reads all zero.
@@ -449,7 +455,7 @@ func TestLlamacppInterruptedAfterFirstDelta(t *testing.T) {
 			e := newLlamaEnv(t, 2, nil)
 			// A long answer: the replica is still generating it (seconds) when it dies, a
 			// few milliseconds after its first word reached the client.
-			const prompt, n = "a very long story", 3000
+			const prompt, n = "a very long story", longAnswer
 			killed := false
 			r := api.stream(testCtx(t), e, prompt, n, func(string) {
 				if !killed {
@@ -484,7 +490,7 @@ func TestLlamacppClientLeavesFreesSlot(t *testing.T) {
 			e := newLlamaEnv(t, 2, nil)
 			ctx, cancel := context.WithCancel(testCtx(t))
 			busy := -1
-			r := api.stream(ctx, e, "a long story to leave", 3000, func(string) {
+			r := api.stream(ctx, e, "a long story to leave", longAnswer, func(string) {
 				if busy < 0 {
 					var err error
 					if busy, err = e.engines[0].Busy(testCtx(t)); err != nil {
@@ -543,7 +549,7 @@ func TestLlamacppHangAfterFirstDelta(t *testing.T) {
 	for _, api := range llamaAPIs {
 		t.Run(api.name, func(t *testing.T) {
 			e := newLlamaEnv(t, 2, func(c *config.Config) { c.Policy.IdleTimeout = config.Duration(500 * time.Millisecond) })
-			const prompt, n = "hang in the middle", 3000
+			const prompt, n = "hang in the middle", longAnswer
 			frozen := false
 			r := api.stream(testCtx(t), e, prompt, n, func(string) {
 				if !frozen {
@@ -583,7 +589,7 @@ func holdSlots(t *testing.T, s *llamatest.Server, n int) (release func()) {
 		go func() {
 			defer wg.Done()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/completions",
-				strings.NewReader(`{"prompt":"hold","max_tokens":3000,"stream":true}`))
+				strings.NewReader(fmt.Sprintf(`{"prompt":"hold","max_tokens":%d,"stream":true}`, longAnswer)))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return
