@@ -95,7 +95,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	if a.link = p.link; a.link != nil {
 		a.epoch = a.link.grant(a.id, now)
 	}
-	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: p.name, StartedAt: now, LeaseEpoch: a.epoch}
+	a.rec = store.Attempt{ID: a.id, RequestID: rn.id, N: num, Replica: p.name, StartedAt: now, LeaseEpoch: a.epoch, ModelRevision: rn.revision}
 	if rn.keyed {
 		// A keyed request may be taken over by another gateway if this one dies; the new
 		// owner must know every attempt that was started, so that it numbers its own after
