@@ -2,5 +2,5 @@
 //
 // It is pure: it holds no locks, starts no goroutines and reads no clock; time is passed in.
 // The shell serialises access and feeds it the signals it observes (dial failures, probe
-// results, outstanding requests). It must never import the shell.
+// results, how attempts ended, outstanding requests). It must never import the shell.
 package balance

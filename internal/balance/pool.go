@@ -32,9 +32,13 @@ func (l Limits) full(r *Replica, now time.Time) bool {
 type Pool struct {
 	Model    string
 	Replicas []*Replica
-	// Cooldown is how long a dial failure keeps a replica out of rotation.
+	// Cooldown is how long a dial failure keeps a replica out of rotation, and how long
+	// its first ejection lasts (see AttemptFailed).
 	Cooldown time.Duration
-	Limits   Limits
+	// EjectAfter is the number of consecutive failed attempts that eject a replica
+	// (0 or less: never).
+	EjectAfter int
+	Limits     Limits
 }
 
 // Choice is the answer of Pick.

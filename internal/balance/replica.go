@@ -8,7 +8,8 @@ type State uint8
 const (
 	Healthy State = iota
 	// Dead: a dial failed or the replica was declared gone; no new work until DeadUntil
-	// passes or a probe succeeds.
+	// passes or a probe succeeds. Also: ejected after consecutive failed attempts, until
+	// the ejection ends (a probe does not end it).
 	Dead
 	// Unhealthy: the last active probe failed (the replica may still be finishing streams).
 	Unhealthy
@@ -62,6 +63,15 @@ type Replica struct {
 	draining        bool
 	incompatible    string
 	lastReason      string
+
+	// failures counts the attempts that failed because of the replica since its last
+	// completed one (or its last ejection).
+	failures int
+	// ejectedUntil ends the current (or last) ejection, ejectReason says why it began;
+	// ejections is how many earlier ejections lengthen the next one (at most maxEjectShift).
+	ejectedUntil time.Time
+	ejectReason  string
+	ejections    int
 }
 
 // StateAt reports the replica's state at now, given the pool's limits.
@@ -69,7 +79,7 @@ func (r *Replica) StateAt(now time.Time, lim Limits) State {
 	switch {
 	case r.incompatible != "":
 		return Incompatible
-	case now.Before(r.deadUntil):
+	case now.Before(r.deadUntil), now.Before(r.ejectedUntil):
 		return Dead
 	case r.probeFailed:
 		return Unhealthy
@@ -81,11 +91,15 @@ func (r *Replica) StateAt(now time.Time, lim Limits) State {
 	return Healthy
 }
 
-// AvailableAt is when a replica that is dead after a dial failure or overloaded after an
-// engine's "busy" is expected back (zero when it is not waiting out either).
+// AvailableAt is when a replica that is dead after a dial failure, ejected, or overloaded
+// after an engine's "busy" is expected back (zero when it is not waiting out any of them).
 func (r *Replica) AvailableAt(now time.Time) time.Time {
 	t := time.Time{}
-	for _, u := range []time.Time{r.deadUntil, r.overloadedUntil} {
+	dead := r.deadUntil
+	if r.ejectedUntil.After(dead) {
+		dead = r.ejectedUntil
+	}
+	for _, u := range []time.Time{dead, r.overloadedUntil} {
 		if now.Before(u) && (t.IsZero() || u.Before(t)) {
 			t = u
 		}
@@ -93,13 +107,32 @@ func (r *Replica) AvailableAt(now time.Time) time.Time {
 	return t
 }
 
-// Reason is why the replica is out of rotation ("" when healthy).
+// Reason is why the replica was last taken out of rotation ("" when healthy). It does not
+// know whether an ejection still holds: ReasonAt does.
 func (r *Replica) Reason() string {
 	if r.incompatible != "" {
 		return r.incompatible
 	}
 	return r.lastReason
 }
+
+// ReasonAt is why the replica is out of rotation at now: while it is ejected, the ejection's
+// reason (a passing probe clears the last reason but not an ejection).
+func (r *Replica) ReasonAt(now time.Time) string {
+	if r.incompatible == "" && now.Before(r.ejectedUntil) {
+		return r.ejectReason
+	}
+	return r.Reason()
+}
+
+// Ejected reports whether the replica is ejected at now, and until when.
+func (r *Replica) Ejected(now time.Time) (bool, time.Time) {
+	return now.Before(r.ejectedUntil), r.ejectedUntil
+}
+
+// ConsecutiveFailures is the number of attempts that failed because of the replica since
+// its last completed one or its last ejection.
+func (r *Replica) ConsecutiveFailures() int { return r.failures }
 
 // score orders replicas by load, lowest first: what this gateway has in flight or what the
 // engine reports running, whichever is more (other gateways share the engine), plus the

@@ -287,13 +287,21 @@ type Health struct {
 	// ProbeTimeout bounds one probe. Default 2s.
 	ProbeTimeout Duration `yaml:"probe_timeout"`
 	// DeadCooldown: after a dial failure (or a failed probe) a replica receives no new work
-	// for this long unless a probe succeeds first. Default 10s.
+	// for this long unless a probe succeeds first. Also the length of a first ejection
+	// (EjectAfter). Default 10s.
 	DeadCooldown Duration `yaml:"dead_cooldown"`
 	// DialTimeout bounds the TCP connect to a replica. Default 2s.
 	DialTimeout Duration `yaml:"dial_timeout"`
 	// ScrapeEvery is the period of reading each engine's /metrics (load and fingerprint).
 	// Default 1s.
 	ScrapeEvery Duration `yaml:"scrape_every"`
+	// EjectAfter: a replica whose attempts fail this many times in a row after reaching it
+	// (reset or closed connections, engine 5xx, broken streams, stalls; not dial failures,
+	// overloads, rejected requests or cancels) is ejected: no new work for dead_cooldown,
+	// doubling with each ejection that follows soon after up to 8× dead_cooldown, however
+	// its health probe answers. Never the last healthy replica of a pool. Default 5; -1:
+	// never eject.
+	EjectAfter int `yaml:"eject_after"`
 }
 
 // Server configures the HTTP listeners (net/http's limits), against clients that are slow

@@ -34,6 +34,23 @@ policy:
 	}
 }
 
+// health.eject_after: 5 when left out, -1 turns ejection off.
+func TestEjectAfter(t *testing.T) {
+	base := "models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n"
+	for in, want := range map[string]int{
+		base:                                  DefaultEjectAfter,
+		base + "health:\n  eject_after: 3\n":  3,
+		base + "health:\n  eject_after: -1\n": -1,
+	} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Errorf("config %q: %v", in, err)
+		} else if c.Health.EjectAfter != want {
+			t.Errorf("config %q: eject_after %d, want %d", in, c.Health.EjectAfter, want)
+		}
+	}
+}
+
 func TestInvalidConfigNamesTheField(t *testing.T) {
 	base := "models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n"
 	cases := map[string]string{
@@ -61,6 +78,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		base + "server:\n  max_header_bytes: 100\n":                                                                             "server.max_header_bytes",
 		base + "server:\n  body_read_timeout: slow\n":                                                                           "server.body_read_timeout",
 		base + "server:\n  max_connections: -5\n":                                                                               "server.max_connections",
+		base + "health:\n  eject_after: -2\n":                                                                                   "health.eject_after",
 		base + "admin_listen: 0.0.0.0:9090\n":                                                                                   "admin_listen",
 		base + "admin_listen: nope\n":                                                                                           "admin_listen",
 		base + "listen: 127.0.0.1:9090\nadmin_listen: 127.0.0.1:9090\n":                                                         "admin_listen",

@@ -24,6 +24,7 @@ const (
 	DefaultProbeEvery        = 5 * time.Second
 	DefaultProbeTimeout      = 2 * time.Second
 	DefaultDeadCooldown      = 10 * time.Second
+	DefaultEjectAfter        = 5
 	DefaultDialTimeout       = 2 * time.Second
 	DefaultMaxBodyBytes      = 4 << 20
 	DefaultBudgetRatio       = 0.2
@@ -357,6 +358,12 @@ func (h *Health) validate() error {
 		if err := defaultPositive(d.v, d.def, d.field); err != nil {
 			return err
 		}
+	}
+	switch {
+	case h.EjectAfter == 0:
+		h.EjectAfter = DefaultEjectAfter
+	case h.EjectAfter < -1:
+		return fmt.Errorf("health.eject_after: %d must be positive, or -1 to never eject a replica", h.EjectAfter)
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 	case "draining":
 		apply = func(rep *balance.Replica) { p.b.SetDraining(rep, true, body.Reason) }
 	case "active":
-		apply = func(rep *balance.Replica) { p.b.SetDraining(rep, false, "") }
+		apply = func(rep *balance.Replica) { p.b.SetDraining(rep, false, ""); p.b.Readmit(rep, now) }
 	default:
 		openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "state",
 			Message: "state must be dead, draining or active", RequestID: requestID(r)})

@@ -21,6 +21,11 @@ type metrics struct {
 	ttft         *prometheus.HistogramVec
 	delivered    *prometheus.CounterVec
 	limited      *prometheus.CounterVec
+	// ejections counts replicas taken out of rotation after consecutive failed attempts;
+	// ejectionsHeld the failures that would have ejected one but for it being the last
+	// healthy replica of its pool.
+	ejections     *prometheus.CounterVec
+	ejectionsHeld *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -42,6 +47,10 @@ func newMetrics(s *Server) *metrics {
 		Help: "Output tokens written to clients: counted from the engine's per-chunk usage where it reports it, else one per output-bearing choice delta."}, []string{"model"})
 	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_limited_total",
 		Help: "Requests refused with 429 for a key's limit (requests or tokens per minute, concurrency)."}, []string{"key_id", "limit"})
+	m.ejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_replica_ejections_total",
+		Help: "Replicas ejected (out of rotation for a while, however their health probe answers) after health.eject_after consecutive failed attempts."}, []string{"model", "replica"})
+	m.ejectionsHeld = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_replica_ejections_held_total",
+		Help: "Failed attempts that reached health.eject_after on a replica that was not ejected, because no other replica of its pool was healthy."}, []string{"model", "replica"})
 	backendUp := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fencegate_limits_backend_up",
 		Help: "1 when the per-key limits are counted where limits.backend says (always with local); 0 while its Redis is unreachable."},
 		func() float64 {
@@ -50,7 +59,8 @@ func newMetrics(s *Server) *metrics {
 			}
 			return 0
 		})
-	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered, m.limited, backendUp,
+	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered, m.limited,
+		m.ejections, m.ejectionsHeld, backendUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
 	return m
 }

@@ -88,6 +88,7 @@ func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 // configure applies a model's pool-wide settings (at start and on reload).
 func (p *pool) configure(m config.Model, c *config.Config) {
 	p.b.Cooldown = c.Health.DeadCooldown.D()
+	p.b.EjectAfter = max(c.Health.EjectAfter, 0)
 	p.b.Limits = balance.Limits{MaxOutstanding: m.MaxOutstanding, MaxQueue: max(m.MaxQueue, 0),
 		StaleAfter: 5 * c.Health.ScrapeEvery.D(), AffinityBound: m.Affinity.LoadBound}
 	if m.Affinity.PrefixBytes < 0 {
@@ -239,18 +240,100 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 
 // release ends attempt a on the named replica. It also notes in the attempt's record the
 // weights revision its request ran on (taken when the attempt started), which the record
-// written at the attempt's end then carries to the journal.
+// written at the attempt's end then carries to the journal, and tells the replica's
+// balance state how the attempt ended (its machine has recorded that by now), which may
+// eject the replica (balance.Pool.AttemptFailed).
 func (p *pool) release(name string, a *attempt) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if rn := p.running[name][a]; rn != nil && a.rec.ModelRevision == "" {
+	rn := p.running[name][a]
+	if rn != nil && a.rec.ModelRevision == "" {
 		a.rec.ModelRevision = rn.revision
 	}
-	if r := p.b.Find(name); r != nil && r.Outstanding > 0 {
-		r.Outstanding--
+	var ej balance.Ejection
+	r := p.b.Find(name)
+	if r != nil {
+		if r.Outstanding > 0 {
+			r.Outstanding--
+		}
+		if rn != nil {
+			ej = p.attemptEnded(r, rn, a)
+		}
 	}
 	delete(p.running[name], a)
 	p.dropIfIdle(name)
+	model, ejectAfter := p.b.Model, p.b.EjectAfter
+	p.mu.Unlock()
+	if rn != nil {
+		rn.s.reportEjection(model, name, ejectAfter, ej)
+	}
+}
+
+// attemptEnded tells r's balance state how attempt a of rn ended. Callers hold mu, and run
+// on rn's owner goroutine (the one that steps its machine), as release does.
+func (p *pool) attemptEnded(r *balance.Replica, rn *run, a *attempt) balance.Ejection {
+	info, ok := rn.m.Attempt(a.n)
+	if !ok || info.Replica != r.Name {
+		return balance.Ejection{} // never dispatched (its record was not written)
+	}
+	switch replicaBlame(info) {
+	case attemptCompleted:
+		p.b.AttemptCompleted(r)
+	case attemptFailed:
+		return p.b.AttemptFailed(r, rn.now(), info.EndReason)
+	}
+	return balance.Ejection{}
+}
+
+// blame is what an attempt's end says of its replica.
+type blame uint8
+
+const (
+	attemptNeutral   blame = iota // nothing: the client, the gateway or the request ended it
+	attemptCompleted              // it works: its run of failures ends
+	attemptFailed                 // it failed the attempt: one more consecutive failure
+)
+
+// replicaBlame decides whether an ended attempt counts for or against its replica's run of
+// consecutive failures. Against: the attempt reached the replica and ended dead or
+// uncertain (reset or closed connections, engine 5xx, TGI's 424, engine error events,
+// malformed or oversized streams, stalls). Neither: a dial failure (MarkDialFailed keeps
+// the replica out), an overload (its Retry-After does), the engine rejecting the request
+// (the input's fault), the client leaving or stalling, the gateway ending it (a request
+// deadline, lost ownership, the journal), an operator declaring the replica dead or its
+// agent's heartbeat lost (both keep it out already).
+func replicaBlame(info failover.AttemptInfo) blame {
+	if info.Ended.IsZero() {
+		return attemptNeutral
+	}
+	switch info.Failure {
+	case 0:
+		if info.EndReason == "completed" {
+			return attemptCompleted
+		}
+	case failover.Dead, failover.Uncertain:
+		if !info.Dial && info.EndReason != "replica_declared_dead" && info.EndReason != "agent_unreachable" {
+			return attemptFailed
+		}
+	}
+	return attemptNeutral
+}
+
+// reportEjection logs and counts what an attempt's end did to its replica: an ejection,
+// or one held back because no other replica was healthy (logged once every ejectAfter
+// failures, so a long run of them does not flood the log).
+func (s *Server) reportEjection(model, replica string, ejectAfter int, e balance.Ejection) {
+	switch {
+	case e.Ejected:
+		s.metrics.ejections.WithLabelValues(model, replica).Inc()
+		s.log.Warn("replica ejected", "model", model, "replica", replica, "failures", e.Failures,
+			"reason", e.Last, "for", e.For.String(), "until", e.Until)
+	case e.Held:
+		s.metrics.ejectionsHeld.WithLabelValues(model, replica).Inc()
+		if ejectAfter > 0 && e.Failures%ejectAfter == 0 {
+			s.log.Warn("replica not ejected: no other replica of its pool is healthy", "model", model, "replica", replica,
+				"failures", e.Failures, "reason", e.Last)
+		}
+	}
 }
 
 // with runs f on the named replica under the lock.
@@ -318,6 +401,10 @@ type replicaStatus struct {
 	// EngineVersion is the version the engine reports (never compared).
 	EngineVersion string        `json:"engine_version,omitempty"`
 	Canary        *canaryStatus `json:"canary,omitempty"`
+	// ConsecutiveFailures counts the attempts that failed on the replica since its last
+	// completed one; EjectedUntil is when its ejection ends, while it is ejected.
+	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
+	EjectedUntil        *time.Time `json:"ejected_until,omitempty"`
 }
 
 func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
@@ -328,9 +415,14 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 		if st == balance.Healthy {
 			available++
 		}
-		list = append(list, replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.Reason(),
+		rs := replicaStatus{Name: r.Name, URL: r.URL, Priority: r.Priority, State: st.String(), Reason: r.ReasonAt(now),
 			Outstanding: r.Outstanding, Peak: r.PeakOutstanding, Running: r.Load.Running, Waiting: r.Load.Waiting, KVUsage: r.Load.KVUsage,
-			Fingerprint: maps.Clone(r.Fingerprint), EngineVersion: p.engineVersion(r.Name), Canary: p.canaryStatus(r.Name)})
+			Fingerprint: maps.Clone(r.Fingerprint), EngineVersion: p.engineVersion(r.Name), Canary: p.canaryStatus(r.Name),
+			ConsecutiveFailures: r.ConsecutiveFailures()}
+		if ejected, until := r.Ejected(now); ejected {
+			rs.EjectedUntil = &until
+		}
+		list = append(list, rs)
 	}
 	return list, available
 }
@@ -346,8 +438,8 @@ func (p *pool) revision(name string) string {
 }
 
 // retryAfter is the number of seconds after which a replica of the pool waiting out a dial
-// failure or an engine's "busy" is expected back (at least 1, at most 60), for the
-// Retry-After of a request no replica could take.
+// failure, an ejection or an engine's "busy" is expected back (at least 1, at most 60), for
+// the Retry-After of a request no replica could take.
 func (p *pool) retryAfter(now time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
