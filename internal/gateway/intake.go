@@ -33,7 +33,7 @@ func jsonContentType(r *http.Request) bool {
 // body is too large (413), too slow (408) or unreadable (400).
 //
 // The read deadline is set on the connection for the body only and cleared once the body
-// is in: net/http keeps reading a connection in the background while a handler runs, to
+// is in (a body that failed leaves it: its connection is closed after the answer): net/http keeps reading a connection in the background while a handler runs, to
 // notice a client that leaves, and a deadline left on it would end a long stream as if its
 // client had gone.
 func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byte, bool) {
@@ -50,10 +50,10 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 	// the body is then read without one.
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.Limits.MaxBodyBytes))
-	if deadlineSet {
-		rc.SetReadDeadline(time.Time{})
-	}
 	if err == nil {
+		if deadlineSet {
+			rc.SetReadDeadline(time.Time{})
+		}
 		return body, true
 	}
 	var tooLarge *http.MaxBytesError
@@ -62,9 +62,8 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 		writeError(w, r, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 			Message: fmt.Sprintf("request body exceeds the limit of %d bytes", cfg.Limits.MaxBodyBytes), RequestID: id})
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		// The connection's read side is past its deadline: it cannot carry another
-		// request, so it is closed after this answer.
-		w.Header().Set("Connection", "close")
+		// The deadline stays: the rest of the body will not be read, so the server closes
+		// the connection after this answer instead of waiting for it.
 		writeError(w, r, &openai.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "body_read_timeout",
 			Message: fmt.Sprintf("the request body did not arrive within %s", timeout), RequestID: id})
 	default:
