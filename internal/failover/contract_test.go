@@ -214,3 +214,30 @@ func TestFinishAndDoneInOneEvent(t *testing.T) {
 		t.Fatalf("outcome %v", s.m.Outcome())
 	}
 }
+
+// The end event's tokens count: response.completed carries the answer's usage, which makes
+// the one token per delta counted before it exact (here 2 deltas of an answer of 9 tokens).
+func TestEndEventTokensCount(t *testing.T) {
+	s := started(t, streamCfg(), false)
+	s.step(chunk(1, output))
+	s.step(chunk(1, output))
+	expectKinds(t, s.step(Event{Kind: EvChunk, Attempt: 1, Chunk: sse.Finish | sse.Done, Finished: 1, Tokens: 7}),
+		"write(1) end(1) finish")
+	if s.m.Outcome() != Completed || s.m.Delivered() != 9 {
+		t.Fatalf("outcome %v delivered %d, want 9", s.m.Outcome(), s.m.Delivered())
+	}
+}
+
+// The same when the end is the first output, with a durable boundary: the event is parked
+// until the boundary is recorded and its tokens counted once.
+func TestEndEventTokensCountOnceAfterDurableBoundary(t *testing.T) {
+	cfg := streamCfg()
+	cfg.DurableBoundary = true
+	s := started(t, cfg, false)
+	expectKinds(t, s.step(Event{Kind: EvChunk, Attempt: 1, Chunk: sse.Finish | sse.Done, Finished: 1, Tokens: 5}),
+		"record-boundary(1)")
+	s.step(Event{Kind: EvBoundaryRecorded})
+	if s.m.Outcome() != Completed || s.m.Delivered() != 5 {
+		t.Fatalf("outcome %v delivered %d, want 5", s.m.Outcome(), s.m.Delivered())
+	}
+}

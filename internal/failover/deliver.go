@@ -36,6 +36,9 @@ func (m *Machine) chunk(ev Event, now time.Time) {
 			return
 		}
 		m.cross()
+		// The end may carry tokens too: the Responses API's response.completed reports the
+		// answer's usage, which corrects the one token per delta counted so far.
+		m.delivered += ev.Tokens
 		m.emit(Action{Kind: ActWrite, Attempt: ev.Attempt})
 		m.complete(now, false)
 		return
