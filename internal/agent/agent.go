@@ -128,11 +128,24 @@ func loopbackURLHost(addr *net.TCPAddr) string {
 // URL returns the agent's base URL, "http://127.0.0.1:PORT".
 func (a *Agent) URL() string { return a.url }
 
+// dataPaths are the engine endpoints that generate or embed: a request to one of them
+// that carries a lease is fenced (serveData). Every API the gateway serves is here; one
+// missing would run its attempts unfenced, so a rerun would have no proof that the
+// earlier attempt stopped.
+var dataPaths = []string{
+	"/v1/chat/completions",
+	"/v1/completions",
+	"/v1/messages",
+	"/v1/responses",
+	"/v1/embeddings",
+}
+
 // routes builds the agent's HTTP surface (see the package comment).
 func (a *Agent) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", a.serveData)
-	mux.HandleFunc("POST /v1/completions", a.serveData)
+	for _, path := range dataPaths {
+		mux.HandleFunc("POST "+path, a.serveData)
+	}
 	mux.Handle("POST "+PathRenew, a.control(a.serveRenew))
 	mux.Handle("POST "+PathCancel, a.control(a.serveCancel))
 	mux.Handle("GET "+PathAttempts, a.control(a.serveAttempts))

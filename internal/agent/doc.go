@@ -13,8 +13,8 @@
 //
 // # Data requests
 //
-// POST /v1/chat/completions and POST /v1/completions take the engine's own
-// body, plus these request headers:
+// POST /v1/chat/completions, /v1/completions, /v1/messages, /v1/responses
+// and /v1/embeddings take the engine's own body, plus these request headers:
 //
 //	X-Fencegate-Attempt: req_<ULID>.a<N>       attempt id; the logical request id is the part before the last ".a"
 //	X-Fencegate-Lease:   epoch=<uint64>;ttl_ms=<int>
@@ -30,10 +30,11 @@
 // --engine-kind sglang, "rid":"<attempt id>" set in the JSON body). The
 // engine's response comes back as the engine wrote it, except that:
 //
-//   - a stream (text/event-stream) is split into events and the lease is
-//     checked before each event is forwarded;
-//   - any other response is read whole and the lease is checked before it is
-//     written;
+//   - a stream (text/event-stream: every API's, named events included) is
+//     split into events and the lease is checked before each event is
+//     forwarded;
+//   - any other response (a whole answer, embeddings, an error) is read
+//     whole and the lease is checked before it is written;
 //   - when the lease has expired or was revoked, the agent aborts the engine
 //     request (closes that engine connection, and with sglang also POSTs
 //     {"rid":"<attempt id>"} to {engine}/abort_request) and ends the

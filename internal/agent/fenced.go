@@ -9,8 +9,9 @@ import (
 	"github.com/fencegate/fencegate/internal/lease"
 )
 
-// serveData handles POST /v1/chat/completions and /v1/completions: fenced
-// when the request carries a lease header, otherwise proxied unfenced.
+// serveData handles the data paths (chat, completions, Messages, Responses,
+// embeddings): fenced when the request carries a lease header, otherwise
+// proxied unfenced.
 func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 	leaseHeader := r.Header.Get(HeaderLease)
 	if leaseHeader == "" {
