@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/sim"
 )
@@ -191,6 +193,62 @@ func TestServeAdminListenerAndStoredKeys(t *testing.T) {
 	if got := call("POST", public+"/v1/chat/completions", "a-configured-key-0123"); got != 200 {
 		t.Errorf("the configured key: %d, want 200", got)
 	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve ended with %v", err)
+	}
+}
+
+// serve applies the server section: a header block over max_header_bytes is refused (431),
+// and a client that never finishes its headers is cut at read_header_timeout.
+func TestServeServerBounds(t *testing.T) {
+	path, _ := keysFixture(t, "server: {max_header_bytes: 4096, read_header_timeout: 300ms}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", path}, pw, io.Discard)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var public string
+	for public == "" && sc.Scan() {
+		public, _ = strings.CutPrefix(sc.Text(), "fencegate gateway listening on ")
+	}
+	if public == "" {
+		cancel()
+		t.Fatalf("serve did not say where it listens: %v", <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	addr := strings.TrimPrefix(public, "http://")
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 16<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB of headers: %v %v, want 431", resp, err)
+	}
+	c.Close()
+
+	c, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // and never the blank line
+	start := time.Now()
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("headers that never end: %v, want the connection closed", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Errorf("closed after %s, want about read_header_timeout", waited)
+	}
+	c.Close()
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve ended with %v", err)
