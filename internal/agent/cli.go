@@ -57,7 +57,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fingerprint := fingerprintFlag{}
 	fs.StringVar(&cfg.Engine, "engine", "", "engine base URL, e.g. http://127.0.0.1:8000 (required)")
 	fs.StringVar(&cfg.Listen, "listen", defaultListen, "address to listen on")
-	fs.StringVar(&secretFile, "secret-file", "", "file holding the secret control calls must send as "+HeaderAgentKey)
+	fs.StringVar(&secretFile, "secret-file", "", "file holding the secret every request (data and control) must send as "+HeaderAgentKey)
 	fs.StringVar(&cfg.EngineKind, "engine-kind", KindGeneric, "generic, vllm or sglang")
 	fs.StringVar(&cfg.ModelDir, "model-dir", "", "the engine's model directory, whose answer-deciding files are hashed into the fingerprint (content_sha256)")
 	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
