@@ -41,9 +41,16 @@ type Proxy struct {
 // Start listens on 127.0.0.1 on a free port and forwards every connection it accepts to
 // target (host:port), dialled afresh for each accepted connection.
 func Start(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartOn("127.0.0.1:0", target)
+}
+
+// StartOn is Start listening on addr (host:port; port 0 picks a free one), for a proxy
+// whose address must be known before it starts, such as one named in another program's
+// configuration.
+func StartOn(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("faultproxy: listen on loopback for %s: %w", target, err)
+		return nil, fmt.Errorf("faultproxy: listen on %s for %s: %w", addr, target, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{

@@ -302,3 +302,28 @@ func TestBlackHoleRejectsUnknownDirection(t *testing.T) {
 	}()
 	p.BlackHole(0)
 }
+
+func TestStartOnListensOnTheAddressGiven(t *testing.T) {
+	srv := startEcho(t)
+	// A port known to be free a moment ago: the proxy must take exactly it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p, err := StartOn(addr, srv.addr())
+	if err != nil {
+		t.Fatalf("StartOn(%s): %v", addr, err)
+	}
+	defer p.Close()
+	if p.Addr() != addr {
+		t.Fatalf("Addr %q, want %q", p.Addr(), addr)
+	}
+	conn := dial(t, p.Addr())
+	send(t, conn, "hi")
+	expect(t, conn, "hi")
+	if _, err := StartOn(addr, srv.addr()); err == nil {
+		t.Fatalf("a second proxy on %s started", addr)
+	}
+}
