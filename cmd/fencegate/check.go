@@ -48,6 +48,10 @@ func check(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "tls: certificate valid until %s\n", cert.Leaf.NotAfter.UTC().Format("2006-01-02 15:04:05 MST"))
 		}
 	}
+	if cfg.Auth.HasPlaintextKeys() {
+		// Served, but the file now holds secrets: say so before it is deployed.
+		fmt.Fprintln(stdout, "warning: API keys in plain text (key:); write key_sha256: (the hex SHA-256 of the key), or keep them in the store with fencegate keys")
+	}
 	return nil
 }
 
