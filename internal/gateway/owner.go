@@ -294,6 +294,10 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 	case failover.ActDiscardHeld:
 		rn.held = rn.held[:0]
 		rn.heldSeq = -1
+		// The response the discarded events named (response.created) never reaches the
+		// client: the final events and the journal name the response of the attempt whose
+		// events the client does receive.
+		rn.st.ResponseID, rn.st.Model, rn.st.CreatedAt = "", "", 0
 	case failover.ActWriteHeld:
 		rn.cw.write(rn.held)
 		rn.held = rn.held[:0]

@@ -90,6 +90,8 @@ func (rn *run) onEvent(a *attempt, ev sse.Event) {
 		tokens = max(0, ev.CompletionTokens-rn.m.Delivered())
 	}
 	rn.curSeq = ev.Sequence
+	// The current attempt's first lifecycle event names its response; a failed attempt's
+	// is forgotten with its held events (ActDiscardHeld).
 	if rn.proto == sse.Responses && rn.st.ResponseID == "" && class == 0 {
 		rn.noteResponse(ev.Data)
 	}
