@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,6 +329,9 @@ func hold(t *testing.T, url, key string) (id string, stop func()) {
 		cancel()
 		t.Fatalf("held request: %d %s", resp.StatusCode, b)
 	}
+	if resp.Header.Get("X-Ratelimit-Limit-Requests") == "" {
+		t.Errorf("a stream of a limited key without rate limit headers: %v", resp.Header)
+	}
 	// Its first event: the request is running.
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: {") {
@@ -494,4 +498,65 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "")
+}
+
+// An unknown key reads the store again, but at most once a second: a key created a moment
+// after the last such read waits for the next second (or the periodic refresh).
+func TestStoredKeysMissReadsOncePerSecond(t *testing.T) {
+	mem := store.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	st := &countingKeys{Store: mem}
+	clk := &clock{now: time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)}
+	g := startTenantGW(t, tenantOptions{sims: startSims(t, 1), store: st, now: clk.Now, config: func(c *config.Config) {
+		c.Models = c.Models[:1]
+		c.Auth.Keys = []config.APIKey{{ID: "cfg", Key: "configured-key-0123456789"}} // closed from the start
+		c.Auth.StoreRefresh = config.Duration(time.Hour)                             // no periodic read during the test
+	}})
+	createStoreKey(t, st, store.APIKey{ID: "a"}, "first-stored-key-0123456789")
+	if a := send(t, "GET", g.url+"/v1/models", "first-stored-key-0123456789", ""); a.status != 200 {
+		t.Fatalf("a key created after the gateway started: %d", a.status)
+	}
+	createStoreKey(t, st, store.APIKey{ID: "b"}, "second-stored-key-0123456789")
+	if a := send(t, "GET", g.url+"/v1/models", "second-stored-key-0123456789", ""); a.status != 401 {
+		t.Fatalf("within the second of the last miss read: %d, want 401", a.status)
+	}
+	clk.Add(time.Second)
+	if a := send(t, "GET", g.url+"/v1/models", "second-stored-key-0123456789", ""); a.status != 200 {
+		t.Fatalf("a second later: %d, want 200", a.status)
+	}
+	// Unknown keys cost one store read a second, however many arrive.
+	reads := st.reads.Load()
+	for range 5 {
+		if a := send(t, "GET", g.url+"/v1/models", "never-created-key-0123456789", ""); a.status != 401 {
+			t.Fatalf("an unknown key: %d", a.status)
+		}
+	}
+	if n := st.reads.Load() - reads; n != 0 {
+		t.Errorf("5 unknown keys within the second of the last miss read read the store %d times", n)
+	}
+	clk.Add(time.Second)
+	for range 5 {
+		send(t, "GET", g.url+"/v1/models", "never-created-key-0123456789", "")
+	}
+	if n := st.reads.Load() - reads; n != 1 {
+		t.Errorf("5 unknown keys in the next second read the store %d times, want 1", n)
+	}
+	createStoreKey(t, st, store.APIKey{ID: "c"}, "third-stored-key-0123456789")
+	if err := g.gw.RefreshKeys(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := send(t, "GET", g.url+"/v1/models", "third-stored-key-0123456789", ""); a.status != 200 {
+		t.Fatalf("after a refresh: %d, want 200", a.status)
+	}
+}
+
+// countingKeys counts the reads of the API keys.
+type countingKeys struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingKeys) ListKeys(ctx context.Context) ([]store.APIKey, error) {
+	c.reads.Add(1)
+	return c.Store.ListKeys(ctx)
 }
