@@ -37,10 +37,27 @@ type clientWriter struct {
 	err     error
 	stalled bool
 	replay  *replayBuffer // non-nil for a keyed request
+
+	// held is what a keyed request wrote since the last flush, not yet passed to the
+	// response writer (see keep).
+	held []byte
 }
 
 func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter {
 	return &clientWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// keep makes cw the writer of a keyed request: it keeps what the client received, up to
+// maxReplay bytes, for replay, and it holds every write back until the next flush. The
+// outcome of a keyed request must be durable before its client sees the end of the
+// answer (docs/design.md §6), and the step that writes that end also journals the outcome
+// (run.finish); the owner flushes only after the step. Passed to the response writer
+// directly, a write larger than its buffer (a whole answer over 4 KiB, a long final event)
+// would reach the connection at once, before the journal, and a retry sent as soon as the
+// client has read it could find the key still in use. Unkeyed requests are not held: their
+// writes cost no copy.
+func (cw *clientWriter) keep(maxReplay int) {
+	cw.replay = newReplayBuffer(maxReplay)
 }
 
 // arm makes sure the connection's write deadline is far enough ahead for the next write.
@@ -106,20 +123,33 @@ func (cw *clientWriter) write(b []byte) {
 	// Otherwise the deadline set at the last flush (at least the timeout ahead then) covers
 	// this write: writes between two flushes take microseconds, and reading the clock for
 	// each would cost more than the write into the buffer.
-	_, err := cw.w.Write(b)
 	cw.dirty = true
-	cw.replay.add(b)
+	if cw.replay != nil {
+		// A keyed request: held until the flush (see keep).
+		cw.held = append(cw.held, b...)
+		cw.replay.add(b)
+		return
+	}
+	_, err := cw.w.Write(b)
 	cw.fail(err)
 }
 
 // flush sends what was written since the last flush; the owner calls it once per batch of
-// events, not per event.
+// events, not per event, and after the step that wrote them.
 func (cw *clientWriter) flush() {
 	if !cw.dirty || cw.err != nil {
 		return
 	}
 	cw.dirty = false
 	cw.arm()
+	if len(cw.held) > 0 {
+		_, err := cw.w.Write(cw.held)
+		cw.held = cw.held[:0]
+		if err != nil {
+			cw.fail(err)
+			return
+		}
+	}
 	cw.fail(cw.rc.Flush())
 }
 
@@ -149,9 +179,24 @@ func (cw *clientWriter) writeError(p sse.Protocol, e *openai.Error, asEvent bool
 	}
 	cw.status = e.Status
 	cw.arm()
-	writeAPIError(cw.w, p, e)
+	var w http.ResponseWriter = cw.w
+	if cw.replay != nil {
+		w = heldBody{cw} // a keyed request's error is held too (see keep)
+	}
+	writeAPIError(w, p, e)
 	cw.dirty = true
 	// The journal keeps the error in one shape (the OpenAI one, see run.finish); a replay
 	// renders it in the API's shape again.
 	cw.replay.set(e.AppendJSON(nil))
+}
+
+// heldBody is cw's response writer whose body writes are held until cw's next flush: the
+// error answer of a keyed request.
+type heldBody struct{ cw *clientWriter }
+
+func (h heldBody) Header() http.Header    { return h.cw.w.Header() }
+func (h heldBody) WriteHeader(status int) { h.cw.w.WriteHeader(status) }
+func (h heldBody) Write(b []byte) (int, error) {
+	h.cw.held = append(h.cw.held, b...)
+	return len(b), nil
 }

@@ -92,7 +92,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		if !s.claim(w, r, rn, &row, key, body, now) {
 			return
 		}
-		rn.cw.replay = newReplayBuffer(l.cfg.Idempotency.MaxReplayBytes)
+		rn.cw.keep(l.cfg.Idempotency.MaxReplayBytes)
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
