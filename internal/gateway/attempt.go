@@ -56,8 +56,11 @@ type attempt struct {
 	// counted is the output tokens counted so far per choice index (below 64).
 	usage   bool
 	counted [64]int
-	key     string     // the engine's API key
-	span    trace.Span // the attempt's span
+	key     string // the engine's API key
+	// closeAfter: the engine closes the connection after a streamed answer (closesStreams),
+	// so the request asks for the connection to be closed and it is never pooled.
+	closeAfter bool
+	span       trace.Span // the attempt's span
 	// link is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	link  *agentLink
 	epoch uint64
@@ -123,7 +126,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	if rn.wantUsage && p.usagePerChunk {
 		body, a.usage = rn.usageBody(), true
 	}
-	a.key = p.key
+	a.key, a.closeAfter = p.key, p.closesStreams && a.link == nil && rn.req.Stream
 	req, err := rn.upstreamRequest(a, body)
 	if err != nil {
 		// A replica URL that does not make a request: configuration validation prevents
@@ -156,6 +159,7 @@ func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Close = a.closeAfter
 	if rn.req.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}

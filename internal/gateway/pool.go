@@ -196,6 +196,12 @@ type pick struct {
 	// usagePerChunk: the engine reports token usage in every chunk when asked
 	// (continuous_usage_stats: vLLM, SGLang).
 	usagePerChunk bool
+	// closesStreams: the engine closes its connection after every streamed answer while
+	// offering keep-alive (llama.cpp's server). A pooled connection would be reused before
+	// its close is read, and the next request would meet the close having reached no engine
+	// (or, just as likely on the wire, having reached one that then died): the gateway
+	// cannot tell which, so it does not reuse such connections (docs/design.md §3).
+	closesStreams bool
 	key           string     // the engine's API key
 	link          *agentLink // its agent, in fenced mode
 }
@@ -235,7 +241,7 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 		engine = p.detected[c.Replica.Name]
 	}
 	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
-		key: m.key, link: m.link}
+		closesStreams: engine == "llamacpp", key: m.key, link: m.link}
 }
 
 // release ends attempt a on the named replica. It also notes in the attempt's record the

@@ -1,6 +1,9 @@
 package sse
 
-import "math"
+import (
+	"bytes"
+	"math"
+)
 
 // Summary is what the gateway needs to know about one data payload, gathered
 // in a single pass over its JSON (see Summarize).
@@ -62,6 +65,12 @@ const maxCount = min(1<<53, math.MaxInt)
 func Summarize(data []byte) Summary {
 	if string(data) == "[DONE]" {
 		return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+	}
+	if string(bytes.TrimSpace(data)) == "null" {
+		// llama.cpp's server sends "data: null" between the choices of one prompt and the
+		// next: no chunk at all, and the official Node SDK fails on it. It carries no
+		// more than a comment, and is dropped as one.
+		return Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	}
 	s := scanner{data: data}
 	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}

@@ -276,3 +276,16 @@ func TestSummarizeChoice(t *testing.T) {
 		t.Fatalf("comment event %+v", ev)
 	}
 }
+
+// "data: null" (llama.cpp's server, between the prompts of a completions stream) is no
+// chunk: it classifies as a comment, which the gateway never forwards.
+func TestNullDataIsAComment(t *testing.T) {
+	for _, data := range []string{"null", " null ", "null\n"} {
+		if s := Summarize([]byte(data)); s.Class != Comment || s.Outputs != 0 || s.CompletionTokens != -1 {
+			t.Errorf("%q: %+v", data, s)
+		}
+	}
+	if c := Classify([]byte(`{"choices":null}`)); c&Comment != 0 {
+		t.Errorf("an object with a null member is not a comment: %v", c)
+	}
+}

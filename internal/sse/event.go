@@ -53,7 +53,8 @@ func (e *Event) setSummary(s Summary) {
 type Class uint16
 
 const (
-	// Comment marks an event made only of comment lines (": keepalive").
+	// Comment marks an event made only of comment lines (": keepalive"), or one whose
+	// data is JSON null: neither carries anything for the client.
 	Comment Class = 1 << iota
 	// Done marks data that is exactly [DONE].
 	Done
