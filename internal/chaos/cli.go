@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,6 +20,35 @@ import (
 // from the wire and the replicas' records alone.
 func Main(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	// The flag package's own messages are discarded: a bad flag is the returned error, and
+	// --help prints the usage below.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	usage := func() {
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, `Usage:
+  fencegate chaos [--requests N] [--seed S] [--fenced] [--partitions K]
+      seeded random faults against fencegate started in-process in front of simulated
+      replicas on loopback; every history checked against the contract, journal included
+  fencegate chaos --exhaustive [--tokens N] [--fenced] [--actions A,B] [--points P,Q] [--traces DIR]
+      the sweep: one request per fault point (accept, prefill, computed:K, sent:K for K
+      in 1..N) × action (crash, reset, hang, error, status:429|500|503, client stall,
+      client leave; partition with --fenced), deterministic, a summary table at the end
+  fencegate chaos --target URL [--exhaustive] [--config-template FILE] [--target-cmd CMD]
+      the same cases against any gateway at URL: the replicas start on loopback and their
+      URLs are printed (or filled into FILE, a Go template; CMD then starts the gateway),
+      and every case is judged from the wire and the replicas' own records alone; without
+      --exhaustive, --requests cases drawn from the sweep with --seed
+
+Each violation names its rule (splice, repeat, silent-end, rerun-after-output, zombie,
+overlap, held, after-end); with --traces each is written as a trace document that
+"fencegate replay" resends. The exit status is 1 when any case broke the contract.
+See docs/chaos.md.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	var cfg Config
 	fs.IntVar(&cfg.Requests, "requests", 200, "logical requests to send (with --target and without --exhaustive: cases drawn from the sweep)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "requests in flight at once (in-process run)")
@@ -49,7 +80,11 @@ func Main(args []string, stdout io.Writer) error {
 	tmplOut := fs.String("config-out", "", "where the filled template is written (default: the template's path without .tmpl)")
 	cmd := fs.String("target-cmd", "", "with --target: a shell command run once the configuration is written ($FENCEGATE_CHAOS_CONFIG names it), to (re)start the target; stopped with SIGTERM at the end if still running")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+			return err
+		}
+		return fmt.Errorf("chaos: %w (fencegate chaos --help lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("chaos: unexpected arguments %q", fs.Args())
@@ -74,6 +109,18 @@ func Main(args []string, stdout io.Writer) error {
 	}
 	if *target == "" && (*tmpl != "" || *cmd != "") {
 		return fmt.Errorf("chaos: --config-template and --target-cmd need --target")
+	}
+	if *tmplOut != "" && *tmpl == "" {
+		return fmt.Errorf("chaos: --config-out needs --config-template")
+	}
+	if *target != "" {
+		u, err := url.Parse(*target)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("chaos: --target %q: want a base URL such as http://127.0.0.1:18380", *target)
+		}
+	}
+	if set["tokens"] && sw.Tokens < 1 {
+		return fmt.Errorf("chaos: --tokens %d: an answer has at least 1 token", sw.Tokens)
 	}
 	sw.Target, sw.Fenced, sw.Logger, sw.Progress = *target, cfg.Fenced, logger, stdout
 	if set["replicas"] {

@@ -452,13 +452,15 @@ const (
 	missWait = 300 * time.Millisecond
 )
 
-// run runs case c until its fault came into play, at most maxTries times.
+// run runs case c until its fault came into play, at most maxTries times. A try that
+// broke a rule is the case's result whether or not the fault came into play: the target
+// broke the contract all the same.
 func (s *sweeper) run(ctx context.Context, c sweepCase) CaseResult {
 	var res CaseResult
 	for try := 1; ; try++ {
 		res = s.try(ctx, c)
 		res.Tries = try
-		if !res.Missed || try >= maxTries || ctx.Err() != nil {
+		if !res.Missed || len(res.Violations) > 0 || try >= maxTries || ctx.Err() != nil {
 			return res
 		}
 		s.rest = max(s.rest, missWait*time.Duration(try))

@@ -210,12 +210,14 @@ type inProcessGateway struct {
 }
 
 // startGateway starts fencegate in front of the replicas with the chaos run's short
-// timings. Ejection is off (as nginx's max_fails=0 in docs/chaos.md): a replica failing
+// timings, the faulted replica in a tier of its own. Ejection is off (as nginx's max_fails=0 in docs/chaos.md): a replica failing
 // case after case on purpose must still be tried first by the next case.
 func startGateway(ctx context.Context, cfg SweepConfig, reps *sweepReplicas) (*inProcessGateway, error) {
 	var replicas []config.Replica
-	for _, s := range reps.sims {
-		replicas = append(replicas, config.Replica{Name: s.Name(), URL: reps.proxies[s.Name()].URL(), Agent: cfg.Fenced})
+	for i, s := range reps.sims {
+		// The faulted replica is the only one of the first tier, so that every case's
+		// request goes to it first while it is available.
+		replicas = append(replicas, config.Replica{Name: s.Name(), URL: reps.proxies[s.Name()].URL(), Agent: cfg.Fenced, Priority: min(i, 1)})
 	}
 	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: replicas}}}
 	if cfg.Fenced {
