@@ -20,10 +20,10 @@ import (
 // replayHelp is the usage of `fencegate replay`.
 const replayHelp = `Usage: fencegate replay TRACE.json --url URL [--header 'K: V']... [--json] [--timeout D]
 
-Resends the request of a trace document (GET /admin/requests/{id}/trace, or a chaos run's
---traces file) to URL — a gateway or an engine — with the same method, path, body (its seed
-included) and kept headers, reads the whole answer, and compares what it says with what the
-original client received (docs/design.md §7, Traces). Credentials are never in a trace: give
+Resends the request of a trace document (as GET /admin/requests/{id}/trace answers it) to
+URL — a gateway or an engine — with the same method, path, body (its seed included) and kept
+headers, reads the whole answer, and compares what it says with what the original client
+received (docs/design.md §7, Traces). Credentials are never in a trace: give
 them with --header 'Authorization: Bearer KEY'. The Idempotency-Key is not resent (the same
 key would get the stored answer back, not a new run) unless given with --header.
 

@@ -58,9 +58,10 @@ func (s *Server) handleRequestTrace(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestTrace reads request id and its trace document (nil when it has none). With wait
-// above 0 it first waits for the request to end: on the run itself when this gateway owns
-// it (then the journal is flushed, so the store holds the outcome and the trace), else by
-// reading the store until it says done.
+// above 0 it first waits for the request to end: on the run itself when this gateway runs
+// it (then the journal is flushed, so the store holds the outcome and the trace); else,
+// after flushing this gateway's journal (the request may have just ended here), by reading
+// the store until it says done — another gateway may own it.
 func (s *Server) requestTrace(ctx context.Context, id string, wait time.Duration) (*store.Request, []byte, error) {
 	if wait > 0 {
 		if rn := s.activeRun(id); rn != nil {
