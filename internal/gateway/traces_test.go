@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/store/pgtest"
 	"github.com/fencegate/fencegate/internal/trace"
 )
 
@@ -266,5 +267,46 @@ func TestTraceEndpointAuthAndErrors(t *testing.T) {
 	resp, b = getTraceURL(t, e.srv.URL+"/admin/requests/"+id+"/trace?wait=soon", traceAdminKey)
 	if status, code := statusAndCode(resp, b); status != http.StatusBadRequest || code != "invalid_value" {
 		t.Fatalf("?wait=soon: %d %s, want 400 invalid_value", status, code)
+	}
+}
+
+// The document is kept by the SQL stores as by the memory one, for a keyed request too
+// (whose writes the client writer holds until the outcome is journaled): what the client
+// read of an interrupted answer is what the trace says it received.
+func TestTraceKeptInSQLStores(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dsn  func(t testing.TB) string
+	}{
+		{"sqlite", func(t testing.TB) string { return "sqlite:" + t.TempDir() + "/fencegate.db" }},
+		{"postgres", pgtest.Schema},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := openStore(t, c.dsn(t))
+			e := newEnv(t, envOptions{replicas: 1, store: st, config: func(cfg *config.Config) {
+				cfg.Traces = config.Traces{Mode: config.TracesErrors, MaxBytes: 200}
+			}})
+			resp, got := postAPI(t, e.srv.URL+"/v1/chat/completions", traceBody,
+				"Idempotency-Key", "k-trace-"+c.name, "X-Sim-Fault", "reset@sent:3")
+			if !bytes.Contains(got, []byte("upstream_decode_interrupted")) {
+				t.Fatalf("not interrupted: %s", got)
+			}
+			doc, _ := traceOf(t, e, resp.Header.Get("X-Request-Id"))
+			sum := sha256.Sum256(got)
+			r := doc.Received
+			if doc.Outcome.Outcome != "interrupted" || r.Bytes != len(got) || r.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("outcome %s, received %d bytes %s; the client read %d", doc.Outcome.Outcome, r.Bytes, r.SHA256, len(got))
+			}
+			// Past max_bytes the events are kept as hashes, and the transcript says so.
+			hashed := 0
+			for _, ch := range r.Chunks {
+				if !ch.Kept() {
+					hashed++
+				}
+			}
+			if hashed == 0 || !trace.Read(doc.Request.Path, r).Hashed {
+				t.Fatalf("no event past max_bytes=200 was kept as a hash: %+v", r.Chunks)
+			}
+		})
 	}
 }
