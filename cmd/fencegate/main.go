@@ -31,6 +31,7 @@ Usage:
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
   fencegate chaos [flags]           run seeded fault scenarios on loopback and check every history
   fencegate bench [flags]           load an OpenAI-compatible endpoint; time to first token, token gaps, throughput
+  fencegate replay TRACE.json       resend a traced request (--url URL) and compare the answer with the client's
 
 Run "fencegate <command> --help" for a command's flags.
 `
@@ -40,10 +41,15 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		code := 1
+		var st *exitStatus
+		if errors.As(err, &st) {
+			code = st.code
+		}
+		if !errors.Is(err, flag.ErrHelp) && (st == nil || st.err != nil) {
 			fmt.Fprintln(os.Stderr, "fencegate:", err)
 		}
-		os.Exit(1)
+		os.Exit(code)
 	}
 }
 
@@ -73,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return chaos.Main(args[1:], stdout)
 	case "bench":
 		return bench.Main(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return replay(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

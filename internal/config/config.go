@@ -36,9 +36,10 @@ type Config struct {
 	GatewayID string `yaml:"gateway_id"`
 	// Idempotency configures Idempotency-Key handling.
 	Idempotency Idempotency `yaml:"idempotency"`
-	// Traces, when true, journals each request's input and events (off by default: inputs
-	// may be private).
-	Traces bool `yaml:"traces"`
+	// Traces says which requests keep a trace document — the request, its attempts, what
+	// the client received and how it ended — to read at GET /admin/requests/{id}/trace and
+	// to replay (docs/design.md §7). Off by default: inputs may be private.
+	Traces Traces `yaml:"traces"`
 	// Leases configures the leases of attempts on replicas with an agent.
 	Leases Leases `yaml:"leases"`
 	// Shutdown configures how a stopping gateway ends its running requests.
@@ -365,6 +366,9 @@ type APIKey struct {
 	MaxConcurrent int `yaml:"max_concurrent"`
 	RPM           int `yaml:"rpm"`
 	TPM           int `yaml:"tpm"`
+	// Traces, when set (off, errors or all), replaces the gateway's traces.mode for the
+	// key's requests. Admin keys take none.
+	Traces TraceMode `yaml:"traces"`
 }
 
 // HasPlaintextKeys reports whether a key is written in the configuration in plain text

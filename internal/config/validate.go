@@ -131,6 +131,9 @@ func (c *Config) Validate() error {
 	if i.MaxReplayBytes < 0 {
 		return fmt.Errorf("idempotency.max_replay_bytes: %d must be positive", i.MaxReplayBytes)
 	}
+	if err := c.Traces.validate(); err != nil {
+		return err
+	}
 	if err := defaultPositive(&c.Shutdown.DrainGrace, DefaultDrainGrace, "shutdown.drain_grace"); err != nil {
 		return err
 	}
@@ -409,8 +412,11 @@ func (a *Auth) validate() error {
 					return fmt.Errorf("%s.models[%d]: empty model name", f, j)
 				}
 			}
-			if admin && (len(k.Models) > 0 || k.MaxConcurrent != 0 || k.RPM != 0 || k.TPM != 0) {
-				return fmt.Errorf("%s: admin keys take no models or limits", f)
+			if admin && (len(k.Models) > 0 || k.MaxConcurrent != 0 || k.RPM != 0 || k.TPM != 0 || k.Traces != "") {
+				return fmt.Errorf("%s: admin keys take no models, limits or traces", f)
+			}
+			if err := k.Traces.normalize(f + ".traces"); err != nil {
+				return err
 			}
 			for _, l := range []struct {
 				v    int

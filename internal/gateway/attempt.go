@@ -137,7 +137,6 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	rn.cur = a
 	rn.attempts = append(rn.attempts, a)
 	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
-	rn.trace(now, "attempt_started", attemptTrace{Attempt: a.id, Replica: p.name, Epoch: a.epoch, Revision: rn.revision})
 	rn.queue(failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: p.name, Fenceable: a.link != nil})
 	if req == nil {
 		rn.queue(failover.Event{Kind: failover.EvFailed, Attempt: n, Failure: failover.Dead, Reason: "bad_upstream_url", Dial: true})
@@ -204,7 +203,6 @@ func (rn *run) endAttempt(act failover.Action, now time.Time) {
 		}
 	}
 	rn.s.metrics.attempts.WithLabelValues(rn.model, a.replica, end).Inc()
-	rn.trace(now, "attempt_ended", attemptTrace{Attempt: a.id, Replica: a.replica, EndReason: act.Reason, Failure: a.rec.Failure})
 	rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	endAttemptSpan(a, act.Reason, a.rec.Failure, act.Cancel)
 	if a.link != nil {

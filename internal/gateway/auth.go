@@ -22,6 +22,8 @@ type apiKey struct {
 	// models are the only models the key may use (nil: every model).
 	models []string
 	limits limits.Limits
+	// traces is the key's own trace mode ("": the gateway's traces.mode).
+	traces config.TraceMode
 }
 
 // mayUse reports whether the key may use model: to a key limited to some models, the
@@ -35,7 +37,7 @@ func (k apiKey) mayUse(model string) bool {
 func buildKeys(a config.Auth) map[string]apiKey {
 	keys := make(map[string]apiKey)
 	for _, k := range a.Keys {
-		keys[configDigest(k)] = apiKey{ID: k.ID, models: k.Models,
+		keys[configDigest(k)] = apiKey{ID: k.ID, models: k.Models, traces: k.Traces,
 			limits: limits.Limits{MaxConcurrent: int64(k.MaxConcurrent), RPM: int64(k.RPM), TPM: int64(k.TPM)}}
 	}
 	for _, k := range a.AdminKeys {

@@ -11,6 +11,7 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/protocol"
 	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/trace"
 )
 
 // clientWriter is the only path from a request's owner to its client. Every write carries
@@ -41,6 +42,9 @@ type clientWriter struct {
 	// held is what a keyed request wrote since the last flush, not yet passed to the
 	// response writer (see keep).
 	held []byte
+	// rec, when the request keeps a trace, records every byte written for the client
+	// (nil otherwise, so that a request without a trace pays nothing per write).
+	rec *trace.Recorder
 }
 
 func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter {
@@ -128,9 +132,15 @@ func (cw *clientWriter) write(b []byte) {
 		// A keyed request: held until the flush (see keep).
 		cw.held = append(cw.held, b...)
 		cw.replay.add(b)
+		if cw.rec != nil {
+			cw.rec.Write(b)
+		}
 		return
 	}
-	_, err := cw.w.Write(b)
+	n, err := cw.w.Write(b)
+	if cw.rec != nil {
+		cw.rec.Write(b[:n]) // what the connection took; a failed write's rest never left
+	}
 	cw.fail(err)
 }
 
@@ -183,6 +193,9 @@ func (cw *clientWriter) writeError(p sse.Protocol, e *openai.Error, asEvent bool
 	if cw.replay != nil {
 		w = heldBody{cw} // a keyed request's error is held too (see keep)
 	}
+	if cw.rec != nil {
+		w = recordedBody{w, cw.rec}
+	}
 	writeAPIError(w, p, e)
 	cw.dirty = true
 	// The journal keeps the error in one shape (the OpenAI one, see run.finish); a replay
@@ -199,4 +212,17 @@ func (h heldBody) WriteHeader(status int) { h.cw.w.WriteHeader(status) }
 func (h heldBody) Write(b []byte) (int, error) {
 	h.cw.held = append(h.cw.held, b...)
 	return len(b), nil
+}
+
+// recordedBody is a response writer whose body writes are also recorded for the request's
+// trace: the error answer of a request that keeps one.
+type recordedBody struct {
+	http.ResponseWriter
+	rec *trace.Recorder
+}
+
+func (r recordedBody) Write(b []byte) (int, error) {
+	n, err := r.ResponseWriter.Write(b)
+	r.rec.Write(b[:n])
+	return n, err
 }

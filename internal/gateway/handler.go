@@ -96,7 +96,9 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
-	rn.trace(now, "input", body)
+	if rn.trace = newRequestTrace(traceModeFor(l.cfg, k), l.cfg.Traces.MaxBytes, r, body, req.Stream, now); rn.trace != nil {
+		rn.cw.rec = rn.trace.rec
+	}
 	p.onRequest(now)
 	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	rn.promptTokens = estimateTokens(req)
@@ -122,6 +124,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	defer s.unregister(rn)
+	defer close(rn.done)
 	rn.startRequestSpan()
 	rn.serve()
 	delivered = rn.m.Delivered()

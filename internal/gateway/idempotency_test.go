@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
 )
@@ -122,40 +121,6 @@ func startSim(t testing.TB, c sim.Config) *sim.Server {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
-}
-
-// With traces on, the journal keeps the input and every event of the request, in order.
-func TestTraces(t *testing.T) {
-	st := store.NewMemory()
-	e := newEnv(t, envOptions{store: st, config: func(c *config.Config) { c.Traces = true }})
-	if err := e.sims[0].ArmFault("status:500@accept", 1); err != nil {
-		t.Fatal(err)
-	}
-	r := e.stream(testCtx(t), chatParams("trace me", 3))
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	e.record(r.requestID)
-	events, err := st.Traces(context.Background(), r.requestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, ev := range events {
-		kinds = append(kinds, ev.Kind)
-	}
-	want := "input attempt_started attempt_ended attempt_started first_delta attempt_ended finished"
-	if strings.Join(kinds, " ") != want || !strings.Contains(string(events[0].Payload), "trace me") {
-		t.Fatalf("traces %v, want %s", kinds, want)
-	}
-	// Off by default.
-	plainStore := store.NewMemory()
-	plain := newEnv(t, envOptions{store: plainStore})
-	r = plain.stream(testCtx(t), chatParams("private", 3))
-	plain.record(r.requestID)
-	if events, err := plainStore.Traces(context.Background(), r.requestID); err != nil || len(events) != 0 {
-		t.Fatalf("traces written while off: %v %v", events, err)
-	}
 }
 
 // A keyed request whose client went away is not rerun silently under the same key.

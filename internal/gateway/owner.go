@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -49,7 +48,11 @@ type run struct {
 	spanCtx      context.Context
 	revision     string // weights revision of the replica serving the current attempt
 	slowCounted  bool
-	traceSeq     int64
+	// trace keeps what the request's trace document needs (nil: traces are off for it).
+	trace *requestTrace
+	// done is closed when the owner loop has ended and the final journal update was
+	// submitted (a waiting GET /admin/requests/{id}/trace reads the journal then).
+	done chan struct{}
 	// promptTokens is the prompt's size for the rerun cost: an engine's count once it
 	// answered, the estimate until then. waitCount: the first attempt waits for the count
 	// (see countPromptTokens).
@@ -99,6 +102,7 @@ func newRun(s *Server, cfg *config.Config, w http.ResponseWriter, r *http.Reques
 		proto: protocolOf(req.Endpoint), curSeq: -1, heldSeq: -1,
 		up:    make(chan upMsg, upDepth),
 		inbox: newInbox(),
+		done:  make(chan struct{}),
 	}
 }
 
@@ -287,7 +291,6 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 		if rn.cur != nil && rn.cur.span != nil {
 			rn.cur.span.AddEvent("first_delta")
 		}
-		rn.trace(now, "first_delta", nil)
 	case failover.ActHold:
 		rn.held = append(rn.held, rn.raw...)
 		rn.heldSeq = max(rn.heldSeq, rn.curSeq)
@@ -357,8 +360,8 @@ func (rn *run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 			u.Response, u.ResponseIsSSE, u.ResponseStatus = resp, rn.req.Stream, rn.cw.status
 		}
 	}
-	// Traced before the final update, so a reader that sees the outcome sees every trace.
-	rn.trace(now, "finished", map[string]any{"outcome": o.String(), "delivered_output_tokens": rn.m.Delivered(), "error": json.RawMessage(u.Error)})
+	// Journaled before the final update, so a reader that sees the outcome sees the trace.
+	rn.journalTrace(o, &u, now)
 	code := ""
 	if e != nil {
 		code = e.Code

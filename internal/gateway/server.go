@@ -253,6 +253,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux, guard func(http.HandlerFunc) ht
 	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(guard(s.handleReplicaState)))
 	mux.HandleFunc("POST /admin/refresh", s.withRequestID(guard(s.handleRefresh)))
 	mux.HandleFunc("POST /admin/reload", s.withRequestID(guard(s.handleReload)))
+	mux.HandleFunc("GET /admin/requests/{id}/trace", s.withRequestID(guard(s.handleRequestTrace)))
 	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
 	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
 }

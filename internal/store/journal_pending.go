@@ -51,6 +51,16 @@ func (j *Journal) addLocked(m Mutation) (full, accepted bool) {
 			return false, false
 		}
 		j.traces++
+		// Updates of the request submitted after the trace must be applied after it, so
+		// that a reader who sees the outcome written after a trace also sees the trace,
+		// whatever the batches are cut into: they no longer merge into the request's
+		// earlier pending create or update (placed before the trace), but start anew.
+		delete(j.creates, m.Event.RequestID)
+		for k := range j.updates {
+			if k.id == m.Event.RequestID {
+				delete(j.updates, k)
+			}
+		}
 	}
 	j.pending = append(j.pending, m)
 	j.stats.Submitted++

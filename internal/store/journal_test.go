@@ -115,8 +115,10 @@ func TestJournalMergesPendingMutationsInOrder(t *testing.T) {
 	for _, m := range batches[0] {
 		kinds = append(kinds, fmt.Sprintf("%T", m))
 	}
-	// The updates are folded into the pending create: one INSERT of the final row.
-	want := "[store.CreateRequest store.UpsertAttempt store.AddTrace]"
+	// The updates before the trace are folded into the pending create, and the attempt's
+	// end into its start; the update after the trace stays after it, so that the outcome
+	// is never written before a trace submitted ahead of it.
+	want := "[store.CreateRequest store.UpsertAttempt store.AddTrace store.UpdateRequest]"
 	if fmt.Sprint(kinds) != want {
 		t.Errorf("batch = %v, want %s (merged, first-position order)", kinds, want)
 	}
@@ -134,8 +136,46 @@ func TestJournalMergesPendingMutationsInOrder(t *testing.T) {
 		t.Errorf("merged result\n%+v\nwant\n%+v", got, exp)
 	}
 	st := j.Stats()
-	if st.Submitted != 7 || st.Merged != 4 || st.Written != 3 || st.Batches != 1 || st.Pending != 0 {
+	if st.Submitted != 7 || st.Merged != 3 || st.Written != 4 || st.Batches != 1 || st.Pending != 0 {
 		t.Errorf("stats = %+v", st)
+	}
+}
+
+// A trace submitted before a request's final update is written before it, even when the
+// request's earlier update sits in an earlier batch: the reader who sees the outcome sees
+// the trace (docs/design.md §7, Traces).
+func TestJournalWritesATraceBeforeTheUpdatesAfterIt(t *testing.T) {
+	rec := newRecordingStore()
+	j := store.NewJournal(rec, store.JournalOptions{FlushEvery: time.Hour, MaxBatch: 2})
+	defer closeJournal(t, j)
+	rec.hold = make(chan struct{})
+	rec.entered = make(chan struct{}, 8)
+	j.Submit(create("req_0"))
+	j.Submit(create("req_9")) // a full batch: the writer takes it and waits in Apply
+	<-rec.entered
+	j.Submit(store.UpdateRequest{ID: "req_0", Owner: "gw", Phase: store.PhaseStreaming})
+	j.Submit(create("req_1"))
+	j.Submit(store.AddTrace{Event: store.TraceEvent{RequestID: "req_0", Seq: 1, Kind: "document"}})
+	j.Submit(store.UpdateRequest{ID: "req_0", Owner: "gw", Phase: store.PhaseDone, Outcome: store.OutcomeCompleted})
+	close(rec.hold)
+	if err := j.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, b := range rec.recorded() {
+		for _, m := range b {
+			switch m := m.(type) {
+			case store.AddTrace:
+				order = append(order, "trace")
+			case store.UpdateRequest:
+				if m.ID == "req_0" {
+					order = append(order, "update:"+string(m.Phase))
+				}
+			}
+		}
+	}
+	if want := "[update:streaming trace update:done]"; fmt.Sprint(order) != want {
+		t.Fatalf("req_0 written in the order %v, want %s", order, want)
 	}
 }
 

@@ -4,7 +4,7 @@
 // client received, and how the request ended. The gateway serves it at
 // GET /admin/requests/{id}/trace, the chaos checker writes one per violation, and
 // `fencegate replay` resends the request and compares what comes back with what the client
-// received (docs/design.md §9).
+// received (docs/design.md §7, Traces).
 //
 // The package is pure: building, reading and comparing documents; no network, no files.
 package trace
