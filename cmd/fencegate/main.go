@@ -29,7 +29,8 @@ Usage:
   fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
   fencegate sim [flags]             run a simulated OpenAI-compatible engine
   fencegate demo [flags]            run a gateway and three simulated replicas on loopback
-  fencegate chaos [flags]           run seeded fault scenarios on loopback and check every history
+  fencegate chaos [flags]           run seeded fault scenarios on loopback and check every history;
+                                    --exhaustive: every fault point × action; --target URL: any gateway
   fencegate bench [flags]           load an OpenAI-compatible endpoint; time to first token, token gaps, throughput
   fencegate replay TRACE.json       resend a traced request (--url URL) and compare the answer with the client's
 
