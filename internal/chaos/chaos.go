@@ -326,19 +326,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer reps.close()
 	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: reps.config},
 		{Name: embedModel, Replicas: reps.embedConfig}}}
-	if cfg.Fenced {
-		gcfg.Leases = config.Leases{TTL: config.Duration(600 * time.Millisecond), RenewEvery: config.Duration(100 * time.Millisecond),
-			HeartbeatTimeout: config.Duration(250 * time.Millisecond), DriftMargin: config.Duration(200 * time.Millisecond)}
-	}
-	gcfg.Policy.IdleTimeout = config.Duration(idleTimeout)
-	gcfg.Policy.FirstTokenTimeout = config.Duration(firstTokenTimeout)
-	gcfg.Policy.Keepalive = config.Duration(keepalive)
-	gcfg.Policy.ClientWriteTimeout = config.Duration(clientWriteTimeout)
-	gcfg.Policy.NonStreamTimeout = config.Duration(nonStreamTimeout)
-	gcfg.Health.DeadCooldown = config.Duration(100 * time.Millisecond)
-	gcfg.Health.ProbeEvery = config.Duration(100 * time.Millisecond)
-	big := 1000.0
-	gcfg.Policy.RetryBudget.Burst = &big // the run checks histories, not the budget
+	setChaosTimings(gcfg, cfg.Fenced)
 	if err := gcfg.Validate(); err != nil {
 		return Report{}, err
 	}
@@ -488,4 +476,23 @@ func closeWithin(srv *httptest.Server, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// setChaosTimings gives a gateway the short timings of a chaos run, so that a fault shows
+// within a second, and a retry budget no run exhausts: a run fails requests on purpose,
+// and checks histories, not the budget.
+func setChaosTimings(gcfg *config.Config, fenced bool) {
+	if fenced {
+		gcfg.Leases = config.Leases{TTL: config.Duration(600 * time.Millisecond), RenewEvery: config.Duration(100 * time.Millisecond),
+			HeartbeatTimeout: config.Duration(250 * time.Millisecond), DriftMargin: config.Duration(200 * time.Millisecond)}
+	}
+	gcfg.Policy.IdleTimeout = config.Duration(idleTimeout)
+	gcfg.Policy.FirstTokenTimeout = config.Duration(firstTokenTimeout)
+	gcfg.Policy.Keepalive = config.Duration(keepalive)
+	gcfg.Policy.ClientWriteTimeout = config.Duration(clientWriteTimeout)
+	gcfg.Policy.NonStreamTimeout = config.Duration(nonStreamTimeout)
+	gcfg.Health.DeadCooldown = config.Duration(100 * time.Millisecond)
+	gcfg.Health.ProbeEvery = config.Duration(100 * time.Millisecond)
+	big := 1000.0
+	gcfg.Policy.RetryBudget.Burst = &big
 }

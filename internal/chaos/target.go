@@ -220,23 +220,11 @@ func startGateway(ctx context.Context, cfg SweepConfig, reps *sweepReplicas) (*i
 		replicas = append(replicas, config.Replica{Name: s.Name(), URL: reps.proxies[s.Name()].URL(), Agent: cfg.Fenced, Priority: min(i, 1)})
 	}
 	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: replicas}}}
-	if cfg.Fenced {
-		gcfg.Leases = config.Leases{TTL: config.Duration(600 * time.Millisecond), RenewEvery: config.Duration(100 * time.Millisecond),
-			HeartbeatTimeout: config.Duration(250 * time.Millisecond), DriftMargin: config.Duration(200 * time.Millisecond)}
-	}
-	gcfg.Policy.IdleTimeout = config.Duration(idleTimeout)
-	gcfg.Policy.FirstTokenTimeout = config.Duration(firstTokenTimeout)
-	gcfg.Policy.Keepalive = config.Duration(keepalive)
-	gcfg.Policy.ClientWriteTimeout = config.Duration(clientWriteTimeout)
-	gcfg.Policy.NonStreamTimeout = config.Duration(nonStreamTimeout)
-	gcfg.Health.DeadCooldown = config.Duration(100 * time.Millisecond)
-	gcfg.Health.ProbeEvery = config.Duration(100 * time.Millisecond)
+	setChaosTimings(gcfg, cfg.Fenced)
 	gcfg.Health.EjectAfter = -1
 	// Load as the engines report it, fresh: a replica still busy in the last scrape with
 	// the request a client left gets no new work, and the next case would miss it.
 	gcfg.Health.ScrapeEvery = config.Duration(50 * time.Millisecond)
-	big := 1000.0
-	gcfg.Policy.RetryBudget.Burst = &big // a sweep fails on purpose, case after case
 	if err := gcfg.Validate(); err != nil {
 		return nil, err
 	}
