@@ -30,7 +30,10 @@ type APIKey struct {
 	MaxConcurrent int64
 	RPM           int64
 	TPM           int64
-	CreatedAt     time.Time
+	// Traces is the key's trace mode, which its requests follow instead of the gateway's
+	// traces.mode: off, errors or all; "": the gateway's.
+	Traces    string
+	CreatedAt time.Time
 	// RevokedAt is when the key was revoked; zero while it is valid.
 	RevokedAt time.Time
 }
@@ -58,6 +61,11 @@ func (k APIKey) validate() error {
 	if slices.Contains(k.Models, "") {
 		return errors.New("empty model name")
 	}
+	switch k.Traces {
+	case "", "off", "errors", "all":
+	default:
+		return fmt.Errorf("traces %q is not off, errors or all (or empty: the gateway's mode)", k.Traces)
+	}
 	return nil
 }
 
@@ -75,8 +83,8 @@ type KeyStore interface {
 }
 
 const (
-	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at`
-	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`
+	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at, traces`
+	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`
 	selectKeySQL = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
 	revokeKeySQL = `UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`
 	keyExistsSQL = `SELECT id FROM api_keys WHERE id = $1`
@@ -99,7 +107,7 @@ func (s *sqlStore) CreateKey(ctx context.Context, k APIKey) error {
 	err := s.b.inTx(ctx, func(tx sqlQuerier) error {
 		var err error
 		n, err = tx.exec(ctx, insertKeySQL, k.ID, k.KeySHA256, encodeModels(k.Models), k.MaxConcurrent, k.RPM, k.TPM,
-			toNanos(k.CreatedAt), toNanos(k.RevokedAt))
+			toNanos(k.CreatedAt), toNanos(k.RevokedAt), k.Traces)
 		return err
 	})
 	if err == nil && n == 0 {
@@ -125,7 +133,7 @@ func (s *sqlStore) ListKeys(ctx context.Context) ([]APIKey, error) {
 			models             string
 			created, revokedAt int64
 		)
-		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt); err != nil {
+		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt, &k.Traces); err != nil {
 			return nil, fmt.Errorf("store: %s: scan key: %w", s.name, err)
 		}
 		if err := json.Unmarshal([]byte(models), &k.Models); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,4 +241,87 @@ func assertPostgresFindUsesIndex(t *testing.T, s *sqlStore) {
 	if p := strings.Join(plan, "\n"); !strings.Contains(p, "requests_response_id") {
 		t.Errorf("FindByResponseID generic plan does not use requests_response_id:\n%s", p)
 	}
+}
+
+// Keys created before migration 5 had no trace mode: they read back with none (the
+// gateway's), and keys created after it keep theirs.
+
+// insertV4KeySQL inserts a key with the columns of migration 3.
+const insertV4KeySQL = `INSERT INTO api_keys (id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// writeV4Key brings b to schema version 4 and writes a key.
+func writeV4Key(t *testing.T, b sqlBackend, migrations []migration) {
+	t.Helper()
+	i := slices.IndexFunc(migrations, func(m migration) bool { return m.version == 5 })
+	if i < 0 {
+		t.Fatal("no migration 5")
+	}
+	if err := migrate(t.Context(), b, migrations[:i]); err != nil {
+		t.Fatalf("migrate to version 4: %v", err)
+	}
+	err := b.inTx(t.Context(), func(tx sqlQuerier) error {
+		_, err := tx.exec(t.Context(), insertV4KeySQL, "old", strings.Repeat("a", 64), `["m"]`, 2, 0, 0, toNanos(mt0), 0)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("write a version 4 key: %v", err)
+	}
+}
+
+func checkKeysMigrated(t *testing.T, s *sqlStore) {
+	t.Helper()
+	newer := APIKey{ID: "new", KeySHA256: strings.Repeat("b", 64), Traces: "all", CreatedAt: mt0}
+	if err := s.CreateKey(t.Context(), newer); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.ListKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []APIKey{newer, {ID: "old", KeySHA256: strings.Repeat("a", 64), Models: []string{"m"}, MaxConcurrent: 2, CreatedAt: mt0}}
+	if len(keys) != 2 {
+		t.Fatalf("keys after migrating = %+v, want %+v", keys, want)
+	}
+	for i := range keys {
+		if keys[i].ID != want[i].ID || keys[i].Traces != want[i].Traces || !slices.Equal(keys[i].Models, want[i].Models) ||
+			keys[i].MaxConcurrent != want[i].MaxConcurrent || !keys[i].CreatedAt.Equal(want[i].CreatedAt) {
+			t.Errorf("key %d after migrating = %+v, want %+v", i, keys[i], want[i])
+		}
+	}
+}
+
+func TestSQLiteMigratesKeysWithoutTraces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v4.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	writeV4Key(t, &sqliteBackend{writer: db, readers: db}, sqliteMigrations)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatalf("open a version 4 database: %v", err)
+	}
+	defer s.Close()
+	checkKeysMigrated(t, s)
+}
+
+func TestPostgresMigratesKeysWithoutTraces(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeV4Key(t, &pgBackend{pool: pool}, postgresMigrations)
+	pool.Close()
+	s, err := openPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("open a version 4 database: %v", err)
+	}
+	defer s.Close()
+	checkKeysMigrated(t, s)
 }

@@ -50,17 +50,20 @@ func testKeysRoundTrip(t *testing.T, b Backend) {
 	s := b.New(t)
 	assertKeys(t, "empty store", mustListKeys(t, s), nil)
 	limited := store.APIKey{ID: "team-b", KeySHA256: hash('b'), Models: []string{"llama-3-8b", "qwen, 7b"},
-		MaxConcurrent: 4, RPM: 600, TPM: 100000, CreatedAt: t0.Add(time.Second)}
+		MaxConcurrent: 4, RPM: 600, TPM: 100000, Traces: "errors", CreatedAt: t0.Add(time.Second)}
 	plain := apiKey("team-a", 'a')
-	for _, k := range []store.APIKey{limited, plain} {
+	traced := store.APIKey{ID: "team-c", KeySHA256: hash('c'), Traces: "all", CreatedAt: t0}
+	untraced := store.APIKey{ID: "team-d", KeySHA256: hash('d'), Traces: "off", CreatedAt: t0}
+	for _, k := range []store.APIKey{limited, plain, untraced, traced} {
 		if err := s.CreateKey(ctx(t), k); err != nil {
 			t.Fatalf("CreateKey(%s): %v", k.ID, err)
 		}
 	}
 	// Ordered by id, models kept in order (a comma inside a name included), no models
-	// read back as nil.
-	assertKeys(t, "after create", mustListKeys(t, s), []store.APIKey{plain, limited})
-	assertKeys(t, "from a second gateway", mustListKeys(t, b.peer(t, s)), []store.APIKey{plain, limited})
+	// read back as nil, each trace mode kept ("" too: the gateway's).
+	want := []store.APIKey{plain, limited, traced, untraced}
+	assertKeys(t, "after create", mustListKeys(t, s), want)
+	assertKeys(t, "from a second gateway", mustListKeys(t, b.peer(t, s)), want)
 }
 
 func testKeysDuplicate(t *testing.T, b Backend) {
@@ -113,18 +116,24 @@ func testKeysRevoke(t *testing.T, b Backend) {
 func testKeysInvalid(t *testing.T, b Backend) {
 	s := b.New(t)
 	bad := map[string]store.APIKey{
-		"empty id":         {KeySHA256: hash('a'), CreatedAt: t0},
-		"long id":          {ID: strings.Repeat("x", 129), KeySHA256: hash('a'), CreatedAt: t0},
-		"short hash":       {ID: "a", KeySHA256: "abc", CreatedAt: t0},
-		"upper-case hash":  {ID: "a", KeySHA256: strings.Repeat("A", 64), CreatedAt: t0},
-		"non-hex hash":     {ID: "a", KeySHA256: hash('g'), CreatedAt: t0},
-		"no created time":  {ID: "a", KeySHA256: hash('a')},
-		"negative limit":   {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, RPM: -1},
-		"empty model name": {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Models: []string{"m", ""}},
+		"empty id":          {KeySHA256: hash('a'), CreatedAt: t0},
+		"long id":           {ID: strings.Repeat("x", 129), KeySHA256: hash('a'), CreatedAt: t0},
+		"short hash":        {ID: "a", KeySHA256: "abc", CreatedAt: t0},
+		"upper-case hash":   {ID: "a", KeySHA256: strings.Repeat("A", 64), CreatedAt: t0},
+		"non-hex hash":      {ID: "a", KeySHA256: hash('g'), CreatedAt: t0},
+		"no created time":   {ID: "a", KeySHA256: hash('a')},
+		"negative limit":    {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, RPM: -1},
+		"empty model name":  {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Models: []string{"m", ""}},
+		"unknown traces":    {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Traces: "some"},
+		"traces true":       {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Traces: "true"},
+		"upper-case traces": {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Traces: "ALL"},
 	}
 	for why, k := range bad {
-		if err := s.CreateKey(ctx(t), k); err == nil {
+		switch err := s.CreateKey(ctx(t), k); {
+		case err == nil:
 			t.Errorf("CreateKey with %s succeeded", why)
+		case k.Traces != "" && !strings.Contains(err.Error(), "not off, errors or all"):
+			t.Errorf("CreateKey with %s = %v, want an error naming the trace modes", why, err)
 		}
 	}
 	if err := s.RevokeKey(ctx(t), "a", time.Time{}); err == nil {
