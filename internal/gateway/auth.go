@@ -115,7 +115,7 @@ func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
 		if err != nil {
 			continue // the store validates hashes; a bad row names no key
 		}
-		keys[string(b)] = apiKey{ID: k.ID, models: k.Models,
+		keys[string(b)] = apiKey{ID: k.ID, models: k.Models, traces: config.TraceMode(k.Traces),
 			limits: limits.Limits{MaxConcurrent: k.MaxConcurrent, RPM: k.RPM, TPM: k.TPM}}
 	}
 	sk.mu.Lock()

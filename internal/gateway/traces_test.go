@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/store/pgtest"
 	"github.com/fencegate/fencegate/internal/trace"
 )
@@ -229,6 +230,60 @@ func TestTraceModes(t *testing.T) {
 					if r.outcome == "interrupted" && (len(doc.Outcome.Error) == 0 || trace.Read(doc.Request.Path, doc.Received).End != trace.EndError) {
 						t.Errorf("key %s: the interrupted trace lacks its error: %+v", k.key, doc.Outcome)
 					}
+				}
+			}
+		})
+	}
+}
+
+// A key kept in the store (`fencegate keys create --traces`) has its own mode like a key
+// of the configuration: with the gateway's mode off, the requests of a stored key whose
+// mode is all keep their trace, those of a stored key without a mode and of a configured
+// key do not. Every store keeps the mode.
+func TestTraceModeOfStoredKeys(t *testing.T) {
+	const (
+		tracedKey = "fg-traced-key-0123456789"
+		plainKey  = "fg-plain-key-0123456789"
+	)
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) store.Store
+	}{
+		{"memory", func(t *testing.T) store.Store { st := store.NewMemory(); t.Cleanup(func() { st.Close() }); return st }},
+		{"sqlite", func(t *testing.T) store.Store { return openStore(t, "sqlite:"+t.TempDir()+"/fencegate.db") }},
+		{"postgres", func(t *testing.T) store.Store { return openStore(t, pgtest.Schema(t)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := c.open(t)
+			createStoreKey(t, st, store.APIKey{ID: "traced", Traces: "all"}, tracedKey)
+			createStoreKey(t, st, store.APIKey{ID: "plain"}, plainKey)
+			e := newEnv(t, envOptions{replicas: 1, store: st, config: func(cfg *config.Config) {
+				cfg.Traces = config.Traces{Mode: config.TracesOff}
+				traceKeys(cfg)
+			}})
+			for _, k := range []struct {
+				key, tenant string
+				keeps       bool
+			}{
+				{tracedKey, "traced", true},
+				{plainKey, "plain", false},
+				{traceClientKey, "client", false},
+			} {
+				resp, got := postAPI(t, e.srv.URL+"/v1/chat/completions", traceBody, "Authorization", "Bearer "+k.key)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("key %s: %d %s", k.tenant, resp.StatusCode, got)
+				}
+				id := resp.Header.Get("X-Request-Id")
+				if !k.keeps {
+					resp, b := getTrace(t, e, id, traceAdminKey)
+					if status, code := statusAndCode(resp, b); status != http.StatusNotFound || code != "trace_not_found" {
+						t.Errorf("key %s: %d %s, want 404 trace_not_found: %s", k.tenant, status, code, b)
+					}
+					continue
+				}
+				doc, _ := traceOf(t, e, id)
+				if doc.RequestID != id || doc.Outcome.Outcome != "completed" {
+					t.Errorf("key %s: trace of %s outcome %q, want %s completed", k.tenant, doc.RequestID, doc.Outcome.Outcome, id)
 				}
 			}
 		})
