@@ -54,6 +54,9 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg := &config.Config{Listen: *listen, Models: []config.Model{{Name: "sim-model", Replicas: replicas}}, Store: *storeDSN}
 	cfg.Health.ProbeEvery = config.Duration(time.Second)
+	// The demo's requests are the user's own, so the interrupted ones can be read back and
+	// replayed (step 5).
+	cfg.Traces.Mode = config.TracesErrors
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -77,8 +80,14 @@ An idle pool sends new work to sim-1 first. Try, in another terminal:
   # 4. what happened to a request, after the fact (use the X-Request-Id of step 2 or 3)
   curl %s/v1/requests/req_...
 
+  # 5. the trace of the interrupted request of step 3 (what it asked, each attempt, every
+  #    byte the client received); replayed on the replica that served it (its attempts
+  #    name it: sim-1, once it is back), it meets the same fault at the same point
+  curl -s %s/admin/requests/req_.../trace > trace.json
+  go run ./cmd/fencegate replay trace.json --url %s
+
 Crashed replicas come back after %s. Ctrl-C stops everything.
-`, gw, replicas[0].URL, replicas[1].URL, replicas[2].URL, gw, body, gw, body, gw, body, gw, *restart)
+`, gw, replicas[0].URL, replicas[1].URL, replicas[2].URL, gw, body, gw, body, gw, body, gw, gw, replicas[0].URL, *restart)
 	// The demo is for people at a terminal: text logs, no configuration file to reload.
 	return runGateway(ctx, cfg, "", slog.New(slog.NewTextHandler(os.Stderr, nil)), stdout)
 }
