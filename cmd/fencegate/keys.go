@@ -20,13 +20,14 @@ import (
 )
 
 const keysUsage = `Usage:
-  fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] --config FILE
+  fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] [--traces off|errors|all] --config FILE
   fencegate keys list --config FILE
   fencegate keys revoke --id ID --config FILE
 
 Keys live in the configuration's store (FENCEGATE_STORE replaces it), which every gateway
 sharing it reads within auth.store_refresh. create prints the new key once; only its
-SHA-256 is stored. A revoked key's id is never reused.
+SHA-256 is stored. A revoked key's id is never reused. --traces gives the key its own trace
+mode, which its requests follow instead of the configuration's traces.mode (default: that one).
 `
 
 // keyPrefix marks fencegate's keys, so that one found in a log or a repository is
@@ -52,6 +53,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxConc := fs.Int64("max-concurrent", 0, "requests the key may run at once (0: no limit)")
 	rpm := fs.Int64("rpm", 0, "requests per minute (0: no limit)")
 	tpm := fs.Int64("tpm", 0, "output tokens per minute (0: no limit)")
+	traces := fs.String("traces", "", "the key's trace mode, off, errors or all, followed instead of traces.mode (default: traces.mode)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -78,7 +80,11 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *maxConc < 0 || *rpm < 0 || *tpm < 0 {
 			return fmt.Errorf("keys create: limits must be >= 0")
 		}
-		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm}, stdout, stderr)
+		mode, err := traceModeFlag(*traces)
+		if err != nil {
+			return err
+		}
+		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode}, stdout, stderr)
 	case "list":
 		return listKeys(ctx, st, cfg, stdout)
 	case "revoke":
@@ -86,6 +92,16 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprint(stderr, keysUsage)
 	return fmt.Errorf("keys: unknown subcommand %q", args[0])
+}
+
+// traceModeFlag checks --traces: off, errors or all (in any case), or empty for the
+// gateway's traces.mode.
+func traceModeFlag(s string) (string, error) {
+	switch m := config.TraceMode(strings.ToLower(s)); m {
+	case "", config.TracesOff, config.TracesErrors, config.TracesAll:
+		return string(m), nil
+	}
+	return "", fmt.Errorf("keys create: --traces %q: want off, errors or all (or no --traces: the gateway's traces.mode)", s)
 }
 
 func splitList(s string) []string {
@@ -149,7 +165,7 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tMODELS\tMAX_CONCURRENT\tRPM\tTPM\tCREATED\tREVOKED")
+	fmt.Fprintln(tw, "ID\tSOURCE\tMODELS\tMAX_CONCURRENT\tRPM\tTPM\tTRACES\tCREATED\tREVOKED")
 	limit := func(n int64) string {
 		if n == 0 {
 			return "-"
@@ -162,19 +178,27 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		}
 		return strings.Join(ms, ",")
 	}
+	// A key without a trace mode follows the gateway's traces.mode.
+	mode := func(m string) string {
+		if m == "" {
+			return "-"
+		}
+		return m
+	}
 	for _, c := range cfg.Auth.Keys {
-		fmt.Fprintf(tw, "%s\tconfig\t%s\t%s\t%s\t%s\t-\t-\n", c.ID, list(c.Models), limit(int64(c.MaxConcurrent)), limit(int64(c.RPM)), limit(int64(c.TPM)))
+		fmt.Fprintf(tw, "%s\tconfig\t%s\t%s\t%s\t%s\t%s\t-\t-\n", c.ID, list(c.Models), limit(int64(c.MaxConcurrent)), limit(int64(c.RPM)), limit(int64(c.TPM)),
+			mode(string(c.Traces)))
 	}
 	for _, c := range cfg.Auth.AdminKeys {
-		fmt.Fprintf(tw, "%s\tconfig (admin)\t*\t-\t-\t-\t-\t-\n", c.ID)
+		fmt.Fprintf(tw, "%s\tconfig (admin)\t*\t-\t-\t-\t-\t-\t-\n", c.ID)
 	}
 	for _, k := range keys {
 		revoked := "-"
 		if k.Revoked() {
 			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\tstore\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
-			k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		fmt.Fprintf(tw, "%s\tstore\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
+			mode(k.Traces), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return tw.Flush()
 }

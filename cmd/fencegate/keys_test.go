@@ -46,10 +46,10 @@ func runKeys(t *testing.T, args ...string) (string, string, error) {
 var keyShape = regexp.MustCompile(`^fg-[A-Za-z0-9_-]{43}$`)
 
 // create prints a long random key once and stores only its hash; list shows ids, models,
-// limits and times, never a key; revoke marks the key; ids are never reused.
+// limits, trace modes and times, never a key; revoke marks the key; ids are never reused.
 func TestKeysCreateListRevoke(t *testing.T) {
-	path, db := keysFixture(t, "auth:\n  keys: [{id: cfg-key, key_sha256: \""+strings.Repeat("ab", 32)+"\", rpm: 7}]\n")
-	out, _, err := runKeys(t, "create", "--id", "team-a", "--models", "sim-model", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "2", "--config", path)
+	path, db := keysFixture(t, "auth:\n  keys: [{id: cfg-key, key_sha256: \""+strings.Repeat("ab", 32)+"\", rpm: 7, traces: errors}]\n")
+	out, _, err := runKeys(t, "create", "--id", "team-a", "--models", "sim-model", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "2", "--traces", "all", "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +74,7 @@ func TestKeysCreateListRevoke(t *testing.T) {
 		{"create", "--id", "cfg-key", "--config", path}, // a configured key's id
 		{"create", "--id", "bad id!", "--config", path}, // not an id
 		{"create", "--id", "x", "--rpm", "-1", "--config", path},
+		{"create", "--id", "x", "--traces", "verbose", "--config", path},
 		{"revoke", "--id", "nobody", "--config", path},
 		{"revoke", "--id", "cfg-key", "--config", path},
 		{"create", "--id", "x"}, // no --config
@@ -101,14 +102,44 @@ func TestKeysCreateListRevoke(t *testing.T) {
 		t.Fatalf("list:\n%s", list)
 	}
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^ID\s+SOURCE\s+MODELS\s+MAX_CONCURRENT\s+RPM\s+TPM\s+CREATED\s+REVOKED$`),
-		regexp.MustCompile(`^cfg-key\s+config\s+\*\s+-\s+7\s+-\s+-\s+-$`),
-		regexp.MustCompile(`^team-a\s+store\s+sim-model\s+2\s+60\s+1000\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`),
-		regexp.MustCompile(`^team-b\s+store\s+\*\s+-\s+-\s+-\s+\S+Z\s+\d{4}-\d\d-\d\dT\S+Z$`),
+		regexp.MustCompile(`^ID\s+SOURCE\s+MODELS\s+MAX_CONCURRENT\s+RPM\s+TPM\s+TRACES\s+CREATED\s+REVOKED$`),
+		regexp.MustCompile(`^cfg-key\s+config\s+\*\s+-\s+7\s+-\s+errors\s+-\s+-$`),
+		regexp.MustCompile(`^team-a\s+store\s+sim-model\s+2\s+60\s+1000\s+all\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`),
+		regexp.MustCompile(`^team-b\s+store\s+\*\s+-\s+-\s+-\s+-\s+\S+Z\s+\d{4}-\d\d-\d\dT\S+Z$`),
 	}
 	for i, re := range want {
 		if !re.MatchString(lines[i]) {
 			t.Errorf("list line %d %q does not match %s", i, lines[i], re)
+		}
+	}
+}
+
+// create --traces stores the key's trace mode (any case), which list shows; a bad mode is
+// refused with an error that names the modes, and nothing is stored.
+func TestKeysCreateTraces(t *testing.T) {
+	path, _ := keysFixture(t, "")
+	for id, mode := range map[string]string{"quiet": "off", "failures": "Errors", "everything": "all"} {
+		if _, _, err := runKeys(t, "create", "--id", id, "--traces", mode, "--config", path); err != nil {
+			t.Fatalf("create --traces %s: %v", mode, err)
+		}
+	}
+	for _, bad := range []string{"verbose", "true", "none"} {
+		out, _, err := runKeys(t, "create", "--id", "bad-"+bad, "--traces", bad, "--config", path)
+		if err == nil || !strings.Contains(err.Error(), "--traces") || !strings.Contains(err.Error(), "off, errors or all") || out != "" {
+			t.Errorf("create --traces %s: %q %v, want an error naming the modes and no key", bad, out, err)
+		}
+	}
+	list, _, err := runKeys(t, "list", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(list, "bad-") {
+		t.Errorf("a key with a bad --traces was stored:\n%s", list)
+	}
+	for id, mode := range map[string]string{"quiet": "off", "failures": "errors", "everything": "all"} {
+		re := regexp.MustCompile(`(?m)^` + id + `\s+store\s+\*\s+-\s+-\s+-\s+` + mode + `\s+\S+Z\s+-$`)
+		if !re.MatchString(list) {
+			t.Errorf("list does not show %s with traces %s:\n%s", id, mode, list)
 		}
 	}
 }
