@@ -20,17 +20,9 @@ const maxTraceWait = 30 * time.Second
 // running is waited for first.
 func (s *Server) handleRequestTrace(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var wait time.Duration
-	if v := r.URL.Query().Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "wait",
-				Message: "wait must be a duration such as 5s", RequestID: requestID(r)})
-			return
-		}
-		wait = min(d, maxTraceWait)
-		// The answer comes after the wait: its write deadline starts then.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.config().Policy.ClientWriteTimeout.D()))
+	wait, ok := s.waitParam(w, r, maxTraceWait)
+	if !ok {
+		return
 	}
 	rec, doc, err := s.requestTrace(r.Context(), id, wait)
 	switch {

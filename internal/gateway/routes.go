@@ -45,22 +45,33 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 // maxWait bounds the long poll of GET /v1/requests/{id}?wait=DURATION.
 const maxWait = 60 * time.Second
 
+// waitParam reads the ?wait=DURATION of a long poll, capped at most, and moves the write
+// deadline past it, since the answer comes after the wait. A value that is not a duration
+// is answered 400 (ok false).
+func (s *Server) waitParam(w http.ResponseWriter, r *http.Request, most time.Duration) (wait time.Duration, ok bool) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "wait",
+			Message: "wait must be a duration such as 5s", RequestID: requestID(r)})
+		return 0, false
+	}
+	wait = min(d, most)
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.config().Policy.ClientWriteTimeout.D()))
+	return wait, true
+}
+
 // handleGetRequest answers "what happened to my request?". Only the key that made the
 // request, or an admin key, may read it; others get 404 so ids cannot be probed. With
 // ?wait=DURATION it waits (at most 60s) until the request is done before answering.
 func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var wait time.Duration
-	if v := r.URL.Query().Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			openai.WriteError(w, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "wait",
-				Message: "wait must be a duration such as 5s", RequestID: requestID(r)})
-			return
-		}
-		wait = min(d, maxWait)
-		// The answer comes after the wait: its write deadline starts then.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + s.config().Policy.ClientWriteTimeout.D()))
+	wait, valid := s.waitParam(w, r, maxWait)
+	if !valid {
+		return
 	}
 	rec, err := s.waitRecord(r.Context(), id, wait)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
