@@ -70,7 +70,10 @@ const (
 
 	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked, model_revision`
 
-	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)` + upsertAttemptConflict
+
+	// upsertAttemptConflict is the merge rule of UpsertAttempt (mergeAttempt).
+	upsertAttemptConflict = `
 	ON CONFLICT (id) DO UPDATE SET
 		replica = CASE WHEN excluded.replica <> '' THEN excluded.replica ELSE attempts.replica END,
 		lease_epoch = CASE WHEN excluded.lease_epoch > attempts.lease_epoch THEN excluded.lease_epoch ELSE attempts.lease_epoch END,
@@ -101,18 +104,30 @@ const (
 	updateResponseOwned = updateResponseSQL + ` AND owner = $5`
 )
 
+// requestColumnCount and attemptColumnCount are the numbers of
+// requestColumns and attemptColumns.
+const (
+	requestColumnCount = 23
+	attemptColumnCount = 12
+)
+
 // requestArgs are the values of requestColumns, in order.
 func requestArgs(r *Request) []any {
+	return appendRequestArgs(make([]any, 0, requestColumnCount), r)
+}
+
+// appendRequestArgs appends the values of requestColumns, in order.
+func appendRequestArgs(args []any, r *Request) []any {
 	var key any // NULL when absent
 	if r.IdempotencyKey != "" {
 		key = r.IdempotencyKey
 	}
-	return []any{
+	return append(args,
 		r.ID, r.Tenant, key, r.BodyHash, r.Model, r.Stream, string(r.Phase), string(r.Outcome),
 		r.Owner, toNanos(r.OwnerLeaseUntil), r.FirstDeltaSent, toNanos(r.FirstDeltaAt), r.DeliveredOutputTokens,
 		r.ModelRevision, r.Error, r.Response, r.ResponseIsSSE, int64(r.ResponseStatus),
 		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt), r.ResponseID, r.ResponseReplica,
-	}
+	)
 }
 
 func scanRequest(row rowScanner) (*Request, error) {
@@ -137,10 +152,15 @@ func scanRequest(row rowScanner) (*Request, error) {
 }
 
 func attemptArgs(a *Attempt) []any {
-	return []any{
+	return appendAttemptArgs(make([]any, 0, attemptColumnCount), a)
+}
+
+// appendAttemptArgs appends the values of attemptColumns, in order.
+func appendAttemptArgs(args []any, a *Attempt) []any {
+	return append(args,
 		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
 		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked, a.ModelRevision,
-	}
+	)
 }
 
 func scanAttempt(row rowScanner) (Attempt, error) {
