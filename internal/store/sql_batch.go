@@ -21,19 +21,23 @@ import (
 // row's owner, an attempt's upsert by its own row), and a transaction is seen
 // whole or not at all, so only the order of mutations of one row matters.
 // The batch is therefore cut into rounds; a round runs its creates (one
-// multi-row INSERT per chunk), then its attempt upserts (likewise), then its
-// updates and traces, one statement each, in submission order. A mutation
-// that would be moved before an earlier mutation of its own row starts a new
-// round:
+// multi-row INSERT per chunk), then its attempt upserts (likewise), then, in
+// SQLite, its updates (one UPDATE … FROM a VALUES list per chunk), then its
+// remaining statements (traces, stored responses, and in PostgreSQL the
+// updates), one each, in submission order. A mutation that would be moved
+// before an earlier mutation of its own row starts a new round:
 //
 //   - a create of a request updated earlier in the round (the update must
 //     miss the row, as it would have before the insert), or created earlier
 //     in the round;
 //   - an upsert of an attempt already upserted in the round (PostgreSQL
 //     refuses to change one row twice in one statement, and two upserts are
-//     applied one after the other anyway).
+//     applied one after the other anyway);
+//   - in SQLite, a second update of a request in the round (an UPDATE … FROM
+//     applies one VALUES row per table row).
 //
-// The Journal never submits either, so its batches are one round.
+// The Journal never submits any of these (it merges them), so its batches
+// are one round.
 
 // maxRowsPerStmt is the most rows one INSERT carries: 128 requests are 2944
 // parameters, far below SQLite's limit (SQLITE_MAX_VARIABLE_NUMBER, 32766
@@ -117,6 +121,7 @@ type batchPlanner struct {
 	stmts    []sqlStmt
 	creates  []any // requestColumnCount values per row
 	attempts []any // attemptColumnCount values per row
+	updates  []any // updateRowColumnCount values per row, when anon (SQLite)
 	ordered  []sqlStmt
 	created  map[string]struct{}
 	updated  map[string]struct{}
@@ -160,8 +165,21 @@ func (p *batchPlanner) add(m Mutation) {
 		p.upserted[m.Attempt.ID] = struct{}{}
 		p.attempts = appendAttemptArgs(p.attempts, &m.Attempt)
 	case UpdateRequest:
+		if !p.anon {
+			p.updated[m.ID] = struct{}{}
+			p.ordered = append(p.ordered, updateStmts(&m)...)
+			return
+		}
+		if updateSetsFields(&m) {
+			if _, ok := p.updated[m.ID]; ok {
+				p.endRound() // one row per request in an UPDATE … FROM
+			}
+			p.updates = appendUpdateRowArgs(p.updates, &m)
+		}
 		p.updated[m.ID] = struct{}{}
-		p.ordered = append(p.ordered, updateStmts(&m)...)
+		if m.Response != nil {
+			p.ordered = append(p.ordered, updateResponseStmt(&m))
+		}
 	default:
 		p.ordered = mutationStmts(p.ordered, m)
 	}
@@ -171,8 +189,9 @@ func (p *batchPlanner) add(m Mutation) {
 func (p *batchPlanner) endRound() {
 	p.stmts = appendMultiRow(p.stmts, createRequestsInsert, p.creates, p.anon)
 	p.stmts = appendMultiRow(p.stmts, upsertAttemptsInsert, p.attempts, p.anon)
+	p.stmts = appendMultiRow(p.stmts, updateRowsUpdate, p.updates, p.anon)
 	p.stmts = append(p.stmts, p.ordered...)
-	p.creates, p.attempts, p.ordered = nil, nil, nil
+	p.creates, p.attempts, p.updates, p.ordered = nil, nil, nil, nil
 	clear(p.created)
 	clear(p.updated)
 	clear(p.upserted)

@@ -116,8 +116,17 @@ func (b *sqliteBackend) applyBatch(ctx context.Context, stmts []sqlStmt) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	// Inside the transaction the statements run without ctx's cancellation,
+	// which costs the driver a goroutine per statement to watch ctx: BEGIN
+	// IMMEDIATE took the write lock, so no statement waits for another
+	// process, and ctx is checked between statements instead.
+	execCtx := context.WithoutCancel(ctx)
 	inTx := make(map[string]*sql.Stmt, len(shared))
 	for _, st := range stmts {
+		if err := ctx.Err(); err != nil {
+			tx.Rollback()
+			return err
+		}
 		ts, ok := inTx[st.query]
 		if !ok {
 			if ps := shared[st.query]; ps != nil {
@@ -128,7 +137,7 @@ func (b *sqliteBackend) applyBatch(ctx context.Context, stmts []sqlStmt) error {
 			}
 			inTx[st.query] = ts
 		}
-		if _, err := ts.ExecContext(ctx, st.args...); err != nil {
+		if _, err := ts.ExecContext(execCtx, st.args...); err != nil {
 			tx.Rollback()
 			return err
 		}
