@@ -144,3 +144,84 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
 }
+
+// BenchmarkJournalRequest journals what the gateway submits for one plain
+// (keyless) request — create, attempt start, phase routing, first delta,
+// attempt end, final update — in batches of journalBenchBatch requests, and
+// reports the cost per request (ns/op, allocs/op), the final Flush included.
+//
+//   - one-batch: the whole request fits in one batch (a short request, or
+//     one stream at a time).
+//   - across-batches: the request starts in one batch and ends in the next,
+//     as at 64 streams, where a request outlives the 20 ms flush interval:
+//     a create and an attempt in one batch, an update and the attempt's
+//     second upsert in the next.
+func BenchmarkJournalRequest(b *testing.B) {
+	for _, be := range benchBackends() {
+		for _, shape := range []struct {
+			name string
+			lag  int // requests between a request's start and its end
+		}{{"one-batch", 0}, {"across-batches", journalBenchBatch}} {
+			b.Run(be.name+"/"+shape.name, func(b *testing.B) {
+				s := be.open(b)
+				// Flushed by hand every journalBenchBatch requests, as the timer would.
+				j := store.NewJournal(s, store.JournalOptions{FlushEvery: time.Hour, MaxBatch: 4096})
+				defer j.Close(b.Context())
+				ids := make([]string, b.N)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("req_r%08d", i)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu0 := processCPU(b)
+				for i := range b.N + shape.lag {
+					if i < b.N {
+						journalRequestStart(j, ids[i], jt0)
+					}
+					if k := i - shape.lag; k >= 0 {
+						journalRequestEnd(j, ids[k], jt0)
+					}
+					if (i+1)%journalBenchBatch == 0 {
+						if err := j.Flush(b.Context()); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if err := j.Flush(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+				r, err := s.Get(b.Context(), ids[b.N-1])
+				if err != nil || r.Outcome != store.OutcomeCompleted || len(r.Attempts) != 1 || r.Attempts[0].EndedAt.IsZero() {
+					b.Fatalf("last request not journaled whole: %+v, %v", r, err)
+				}
+			})
+		}
+	}
+}
+
+// journalBenchBatch is about what one 20 ms batch holds at 1500 requests/s.
+const journalBenchBatch = 32
+
+func journalRequestStart(j *store.Journal, id string, at time.Time) {
+	j.Submit(store.CreateRequest{Request: store.Request{
+		ID: id, Tenant: "key1", Model: "m", Stream: true, Phase: store.PhaseRouting, Owner: "gw",
+		OwnerLeaseUntil: at.Add(30 * time.Second), CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(24 * time.Hour),
+	}})
+	j.Submit(store.UpsertAttempt{Attempt: store.Attempt{
+		ID: store.AttemptID(id, 1), RequestID: id, N: 1, Replica: "r1", StartedAt: at, ModelRevision: "rev1",
+	}})
+	j.Submit(store.UpdateRequest{ID: id, Owner: "gw", At: at, Phase: store.PhaseRouting})
+}
+
+func journalRequestEnd(j *store.Journal, id string, at time.Time) {
+	j.Submit(store.UpdateRequest{ID: id, Owner: "gw", At: at.Add(time.Millisecond), Phase: store.PhaseStreaming,
+		FirstDeltaSent: true, ModelRevision: "rev1"})
+	j.Submit(store.UpsertAttempt{Attempt: store.Attempt{
+		ID: store.AttemptID(id, 1), RequestID: id, N: 1, Replica: "r1", StartedAt: at, ModelRevision: "rev1",
+		EndedAt: at.Add(2 * time.Millisecond), EndReason: "completed",
+	}})
+	j.Submit(store.UpdateRequest{ID: id, Owner: "gw", At: at.Add(2 * time.Millisecond), Phase: store.PhaseDone,
+		Outcome: store.OutcomeCompleted, DeliveredOutputTokens: 64})
+}

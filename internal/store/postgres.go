@@ -78,6 +78,11 @@ func (b *pgBackend) tryTx(ctx context.Context, fn func(tx sqlQuerier) error) err
 	return nil
 }
 
+// applyBatch implements sqlBackend: one pipelined round trip (execBatch).
+func (b *pgBackend) applyBatch(ctx context.Context, stmts []sqlStmt) error {
+	return b.inTx(ctx, func(tx sqlQuerier) error { return tx.execBatch(ctx, stmts) })
+}
+
 // inDurableTx is inTx: with synchronous_commit=on every commit is flushed.
 func (b *pgBackend) inDurableTx(ctx context.Context, fn func(tx sqlQuerier) error) error {
 	return b.inTx(ctx, fn)
@@ -85,6 +90,7 @@ func (b *pgBackend) inDurableTx(ctx context.Context, fn func(tx sqlQuerier) erro
 
 func (b *pgBackend) reader() sqlQuerier { return pgQuerier{b.pool} }
 func (b *pgBackend) forUpdate() string  { return " FOR UPDATE" }
+func (b *pgBackend) anonParams() bool   { return false }
 func (b *pgBackend) close() error       { b.pool.Close(); return nil }
 
 // isRetryablePgError reports a transient conflict after which the whole

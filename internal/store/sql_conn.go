@@ -46,6 +46,9 @@ type sqlBackend interface {
 	// inTx runs fn in one write transaction, retrying it on transient
 	// conflicts (serialization failures, deadlocks).
 	inTx(ctx context.Context, fn func(tx sqlQuerier) error) error
+	// applyBatch runs stmts in order in one write transaction (Apply); the
+	// SQLite backend keeps them prepared across transactions.
+	applyBatch(ctx context.Context, stmts []sqlStmt) error
 	// inDurableTx is inTx whose commit is on stable storage when it returns
 	// (MarkFirstDelta).
 	inDurableTx(ctx context.Context, fn func(tx sqlQuerier) error) error
@@ -55,6 +58,10 @@ type sqlBackend interface {
 	// " FOR UPDATE" in PostgreSQL; "" in SQLite, whose write transactions
 	// are exclusive from BEGIN IMMEDIATE on.
 	forUpdate() string
+	// anonParams says whether generated statements (multi-row INSERTs) use
+	// "?" parameters, bound by position, instead of $1, $2, …: SQLite binds
+	// a "?" without looking its name up.
+	anonParams() bool
 	close() error
 }
 

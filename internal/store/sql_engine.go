@@ -140,14 +140,13 @@ func (s *sqlStore) Apply(ctx context.Context, muts []Mutation) error {
 	if len(muts) == 0 {
 		return nil
 	}
-	stmts := make([]sqlStmt, 0, len(muts))
 	for i, m := range muts {
 		if err := ValidateMutation(m); err != nil {
 			return fmt.Errorf("store: %s: apply: mutation %d: %w", s.name, i, err)
 		}
-		stmts = mutationStmts(stmts, m)
 	}
-	err := s.b.inTx(ctx, func(tx sqlQuerier) error { return tx.execBatch(ctx, stmts) })
+	stmts := batchStmts(muts, s.b.anonParams())
+	err := s.b.applyBatch(ctx, stmts)
 	if err != nil {
 		return fmt.Errorf("store: %s: apply %d mutations: %w", s.name, len(muts), err)
 	}

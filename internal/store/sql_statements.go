@@ -70,7 +70,10 @@ const (
 
 	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked, model_revision`
 
-	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)` + upsertAttemptConflict
+
+	// upsertAttemptConflict is the merge rule of UpsertAttempt (mergeAttempt).
+	upsertAttemptConflict = `
 	ON CONFLICT (id) DO UPDATE SET
 		replica = CASE WHEN excluded.replica <> '' THEN excluded.replica ELSE attempts.replica END,
 		lease_epoch = CASE WHEN excluded.lease_epoch > attempts.lease_epoch THEN excluded.lease_epoch ELSE attempts.lease_epoch END,
@@ -101,18 +104,30 @@ const (
 	updateResponseOwned = updateResponseSQL + ` AND owner = $5`
 )
 
+// requestColumnCount and attemptColumnCount are the numbers of
+// requestColumns and attemptColumns.
+const (
+	requestColumnCount = 23
+	attemptColumnCount = 12
+)
+
 // requestArgs are the values of requestColumns, in order.
 func requestArgs(r *Request) []any {
+	return appendRequestArgs(make([]any, 0, requestColumnCount), r)
+}
+
+// appendRequestArgs appends the values of requestColumns, in order.
+func appendRequestArgs(args []any, r *Request) []any {
 	var key any // NULL when absent
 	if r.IdempotencyKey != "" {
 		key = r.IdempotencyKey
 	}
-	return []any{
+	return append(args,
 		r.ID, r.Tenant, key, r.BodyHash, r.Model, r.Stream, string(r.Phase), string(r.Outcome),
 		r.Owner, toNanos(r.OwnerLeaseUntil), r.FirstDeltaSent, toNanos(r.FirstDeltaAt), r.DeliveredOutputTokens,
 		r.ModelRevision, r.Error, r.Response, r.ResponseIsSSE, int64(r.ResponseStatus),
 		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt), r.ResponseID, r.ResponseReplica,
-	}
+	)
 }
 
 func scanRequest(row rowScanner) (*Request, error) {
@@ -137,10 +152,15 @@ func scanRequest(row rowScanner) (*Request, error) {
 }
 
 func attemptArgs(a *Attempt) []any {
-	return []any{
+	return appendAttemptArgs(make([]any, 0, attemptColumnCount), a)
+}
+
+// appendAttemptArgs appends the values of attemptColumns, in order.
+func appendAttemptArgs(args []any, a *Attempt) []any {
+	return append(args,
 		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
 		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked, a.ModelRevision,
-	}
+	)
 }
 
 func scanAttempt(row rowScanner) (Attempt, error) {
@@ -216,15 +236,78 @@ func updateStmts(u *UpdateRequest) []sqlStmt {
 		stmts = append(stmts, sqlStmt{b.String(), args})
 	}
 	if u.Response != nil {
-		// A separate statement, so the "keyed requests only" rule is a
-		// WHERE condition rather than a CASE mixing NULL and a parameter.
-		if u.Owner != "" {
-			stmts = append(stmts, sqlStmt{updateResponseOwned, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus), u.Owner}})
-		} else {
-			stmts = append(stmts, sqlStmt{updateResponseSQL, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus)}})
-		}
+		stmts = append(stmts, updateResponseStmt(u))
 	}
 	return stmts
+}
+
+// updateResponseStmt is the statement of an update's Response. It is a
+// separate statement, so the "keyed requests only" rule is a WHERE
+// condition rather than a CASE mixing NULL and a parameter.
+func updateResponseStmt(u *UpdateRequest) sqlStmt {
+	if u.Owner != "" {
+		return sqlStmt{updateResponseOwned, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus), u.Owner}}
+	}
+	return sqlStmt{updateResponseSQL, []any{u.ID, u.Response, u.ResponseIsSSE, int64(u.ResponseStatus)}}
+}
+
+// updateSetsFields reports whether u changes more than the stored response,
+// that is whether updateStmts has a statement other than updateResponseStmt.
+func updateSetsFields(u *UpdateRequest) bool {
+	return !u.At.IsZero() || u.Phase != "" || u.Outcome != OutcomeRunning || u.FirstDeltaSent ||
+		u.DeliveredOutputTokens > 0 || u.ModelRevision != "" || u.Error != nil || u.ResponseID != ""
+}
+
+// updateRowsUpdate applies many UpdateRequests (without their Response) in
+// one statement, in SQLite only: UPDATE … FROM a VALUES list with a row per
+// update, each field NULL (or the flag 0) where the update leaves it as it
+// is, so that every update has the same shape. It has the effect of
+// updateStmts for each row, provided no two rows name the same request (the
+// batch planner ensures that). SQLite names the VALUES columns column1,
+// column2, …, in the order of appendUpdateRowArgs. PostgreSQL would need
+// every parameter cast to its type, and keeps one statement per update,
+// pipelined.
+var updateRowsUpdate = &multiRowInsert{
+	head: `UPDATE requests SET
+	updated_at = CASE WHEN v.column3 > requests.updated_at THEN v.column3 ELSE requests.updated_at END,
+	phase = COALESCE(v.column4, requests.phase),
+	outcome = CASE WHEN requests.outcome = '' AND v.column5 IS NOT NULL THEN v.column5 ELSE requests.outcome END,
+	first_delta_sent = CASE WHEN v.column6 THEN TRUE ELSE requests.first_delta_sent END,
+	delivered_output_tokens = CASE WHEN v.column7 > requests.delivered_output_tokens THEN v.column7 ELSE requests.delivered_output_tokens END,
+	model_revision = COALESCE(v.column8, requests.model_revision),
+	error = CASE WHEN v.column9 THEN v.column10 ELSE requests.error END,
+	response_id = COALESCE(v.column11, requests.response_id),
+	response_replica = CASE WHEN v.column11 IS NOT NULL THEN v.column12 ELSE requests.response_replica END
+	FROM (VALUES `,
+	tail: `) AS v
+	WHERE requests.id = v.column1 AND (v.column2 IS NULL OR requests.owner = v.column2)`,
+	cols: updateRowColumnCount,
+}
+
+const updateRowColumnCount = 12
+
+// appendUpdateRowArgs appends the VALUES row of u for updateRowsUpdate.
+func appendUpdateRowArgs(args []any, u *UpdateRequest) []any {
+	null := func(v any, present bool) any {
+		if present {
+			return v
+		}
+		return nil
+	}
+	return append(args,
+		u.ID,
+		null(u.Owner, u.Owner != ""),
+		null(toNanos(u.At), !u.At.IsZero()),
+		null(string(u.Phase), u.Phase != ""),
+		null(string(u.Outcome), u.Outcome != OutcomeRunning),
+		u.FirstDeltaSent,
+		null(u.DeliveredOutputTokens, u.DeliveredOutputTokens > 0),
+		null(u.ModelRevision, u.ModelRevision != ""),
+		u.Error != nil,
+		u.Error,
+		null(u.ResponseID, u.ResponseID != ""),
+		u.ResponseReplica,
+	)
 }
 
 // mutationStmts appends the statements of one mutation.

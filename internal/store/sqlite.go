@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
 )
@@ -83,6 +84,90 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 type sqliteBackend struct {
 	writer  *sql.DB // exactly one connection
 	readers *sql.DB
+
+	// stmts are the journal's statements, prepared once on the writer and
+	// kept: parsing a multi-row INSERT costs more than running it.
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+}
+
+// maxCachedStmts bounds stmts. The journal's statements are few (a multi-row
+// INSERT per table and chunk size, an UPDATE per set of fields an update
+// carries); past the bound a statement is prepared in its transaction, as
+// without a cache.
+const maxCachedStmts = 128
+
+// applyBatch implements sqlBackend.
+func (b *sqliteBackend) applyBatch(ctx context.Context, stmts []sqlStmt) error {
+	// Statements are prepared on the writer before BEGIN: preparing on the
+	// *sql.DB needs its one connection, which the transaction then holds.
+	shared := make(map[string]*sql.Stmt, 8)
+	for _, st := range stmts {
+		if _, ok := shared[st.query]; ok {
+			continue
+		}
+		ps, err := b.prepared(ctx, st.query)
+		if err != nil {
+			return err
+		}
+		shared[st.query] = ps
+	}
+	tx, err := b.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// Inside the transaction the statements run without ctx's cancellation,
+	// which costs the driver a goroutine per statement to watch ctx: BEGIN
+	// IMMEDIATE took the write lock, so no statement waits for another
+	// process, and ctx is checked between statements instead.
+	execCtx := context.WithoutCancel(ctx)
+	inTx := make(map[string]*sql.Stmt, len(shared))
+	for _, st := range stmts {
+		if err := ctx.Err(); err != nil {
+			tx.Rollback()
+			return err
+		}
+		ts, ok := inTx[st.query]
+		if !ok {
+			if ps := shared[st.query]; ps != nil {
+				ts = tx.StmtContext(ctx, ps) // the statement prepared on this connection
+			} else if ts, err = tx.PrepareContext(ctx, st.query); err != nil {
+				tx.Rollback()
+				return err
+			}
+			inTx[st.query] = ts
+		}
+		if _, err := ts.ExecContext(execCtx, st.args...); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// prepared returns the writer's cached statement for query, preparing it if
+// needed; nil when the cache is full.
+func (b *sqliteBackend) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ps, ok := b.stmts[query]; ok {
+		return ps, nil
+	}
+	if len(b.stmts) >= maxCachedStmts {
+		return nil, nil
+	}
+	ps, err := b.writer.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if b.stmts == nil {
+		b.stmts = make(map[string]*sql.Stmt)
+	}
+	b.stmts[query] = ps
+	return ps, nil
 }
 
 func (b *sqliteBackend) inTx(ctx context.Context, fn func(tx sqlQuerier) error) error {
@@ -131,9 +216,17 @@ func (b *sqliteBackend) inDurableTx(ctx context.Context, fn func(tx sqlQuerier) 
 
 func (b *sqliteBackend) reader() sqlQuerier { return stdQuerier{b.readers} }
 func (b *sqliteBackend) forUpdate() string  { return "" }
+func (b *sqliteBackend) anonParams() bool   { return true }
 
 func (b *sqliteBackend) close() error {
-	return errors.Join(b.readers.Close(), b.writer.Close())
+	b.mu.Lock()
+	errs := make([]error, 0, len(b.stmts)+2)
+	for _, ps := range b.stmts {
+		errs = append(errs, ps.Close())
+	}
+	b.stmts = nil
+	b.mu.Unlock()
+	return errors.Join(append(errs, b.readers.Close(), b.writer.Close())...)
 }
 
 // stdQuerier adapts database/sql (a *sql.DB, *sql.Conn or *sql.Tx).

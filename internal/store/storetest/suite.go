@@ -54,6 +54,7 @@ func Run(t *testing.T, b Backend) {
 		{"ApplyTraces", testApplyTraces},
 		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyMatchesModel", testApplyMatchesModel},
+		{"ApplyBatchesMatchModel", testApplyBatchesMatchModel},
 		{"GetNotFound", testGetNotFound},
 		{"MarkFirstDelta", testMarkFirstDelta},
 		{"RenewOwner", testRenewOwner},
