@@ -44,7 +44,9 @@ func responsesFinish(status string) string {
 	return status
 }
 
-// anthropicErrorType is the error type the Anthropic SDKs expect for an HTTP status.
+// anthropicErrorType is the error type the Anthropic SDKs expect for an HTTP status. It
+// is written here from Anthropic's documented error types, not taken from the gateway's
+// encoder (internal/protocol), so that the check can catch that encoder getting one wrong.
 func anthropicErrorType(status int) string {
 	switch status {
 	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity:

@@ -236,16 +236,12 @@ func (r Report) APIs() string {
 			k, a.Requests, a.Completed, a.Reruns, a.Interrupted, a.Failed, a.Left, a.Stalled, a.Violating)
 		if len(a.Faults) > 0 {
 			b.WriteString("      faults:")
-			for _, f := range sortedKeys(a.Faults) {
-				fmt.Fprintf(&b, " %s=%d", f, a.Faults[f])
-			}
+			writeCounts(&b, a.Faults)
 			b.WriteString("\n")
 		}
 		if len(a.Codes) > 0 {
 			b.WriteString("      codes:")
-			for _, c := range sortedKeys(a.Codes) {
-				fmt.Fprintf(&b, " %s=%d", c, a.Codes[c])
-			}
+			writeCounts(&b, a.Codes)
 			b.WriteString("\n")
 		}
 	}
@@ -275,13 +271,18 @@ func (r Report) Kinds() string {
 		}
 		if len(ks.Rules) > 0 {
 			b.WriteString(":")
-			for _, rule := range sortedKeys(ks.Rules) {
-				fmt.Fprintf(&b, " %s=%d", rule, ks.Rules[rule])
-			}
+			writeCounts(&b, ks.Rules)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// writeCounts writes " name=count" for each of m's names, in order.
+func writeCounts(b *strings.Builder, m map[string]int) {
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(b, " %s=%d", k, m[k])
+	}
 }
 
 func sortedKeys(m map[string]int) []string {

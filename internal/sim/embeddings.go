@@ -160,13 +160,8 @@ func (s *Server) parseEmbeddings(body []byte) (generationSpec, *apiError) {
 // prefills every input and answers with their vectors.
 func (g *generation) embed() {
 	s := g.s
-	t, err := s.sched.enqueueSlots(g.spec.sequences())
-	if err != nil {
-		s.book.end(g.rec, OutcomeRejected)
-		g.writeError(apiError{
-			status:  http.StatusTooManyRequests,
-			message: fmt.Sprintf("The waiting queue is full (%d requests waiting); try again later.", s.cfg.MaxWaiting),
-		})
+	t, ok := g.enqueue()
+	if !ok {
 		return
 	}
 	if err := s.sched.wait(g.ctx, t); err != nil {

@@ -125,16 +125,26 @@ func (g *generation) run(endpoint string, r *http.Request) {
 	g.generate()
 }
 
+// enqueue asks the scheduler for the request's slots, and answers 429 as vLLM does when
+// its waiting queue is full (ok false).
+func (g *generation) enqueue() (t *ticket, ok bool) {
+	t, err := g.s.sched.enqueueSlots(g.spec.sequences())
+	if err != nil {
+		g.s.book.end(g.rec, OutcomeRejected)
+		g.writeError(apiError{
+			status:  http.StatusTooManyRequests,
+			message: fmt.Sprintf("The waiting queue is full (%d requests waiting); try again later.", g.s.cfg.MaxWaiting),
+		})
+		return nil, false
+	}
+	return t, true
+}
+
 // generate queues, prefills and decodes a valid request.
 func (g *generation) generate() {
 	s := g.s
-	t, err := s.sched.enqueueSlots(g.spec.sequences())
-	if err != nil {
-		s.book.end(g.rec, OutcomeRejected)
-		g.writeError(apiError{
-			status:  http.StatusTooManyRequests,
-			message: fmt.Sprintf("The waiting queue is full (%d requests waiting); try again later.", s.cfg.MaxWaiting),
-		})
+	t, ok := g.enqueue()
+	if !ok {
 		return
 	}
 	// Like vLLM, a stream's headers go out as soon as the request is taken
