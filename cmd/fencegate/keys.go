@@ -21,6 +21,7 @@ import (
 
 const keysUsage = `Usage:
   fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] [--traces off|errors|all] --config FILE
+  fencegate keys create --id ID --admin --config FILE
   fencegate keys list --config FILE
   fencegate keys revoke --id ID --config FILE
 
@@ -28,6 +29,10 @@ Keys live in the configuration's store (FENCEGATE_STORE replaces it), which ever
 sharing it reads within auth.store_refresh. create prints the new key once; only its
 SHA-256 is stored. A revoked key's id is never reused. --traces gives the key its own trace
 mode, which its requests follow instead of the configuration's traces.mode (default: that one).
+
+A key is a tenant key, which reaches the API (/v1/*) only, or with --admin an admin key,
+which reaches the operator's calls (/admin/*, pprof, the full /readyz and /metrics) on every
+listener and reads any request's record; an admin key has no models or limits of its own.
 `
 
 // keyPrefix marks fencegate's keys, so that one found in a log or a repository is
@@ -54,6 +59,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rpm := fs.Int64("rpm", 0, "requests per minute (0: no limit)")
 	tpm := fs.Int64("tpm", 0, "output tokens per minute (0: no limit)")
 	traces := fs.String("traces", "", "the key's trace mode, off, errors or all, followed instead of traces.mode (default: traces.mode)")
+	admin := fs.Bool("admin", false, "create an admin key (the operator's calls), not a tenant key (the API)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -84,7 +90,10 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode}, stdout, stderr)
+		if *admin && (*models != "" || *maxConc != 0 || *rpm != 0 || *tpm != 0 || *traces != "") {
+			return fmt.Errorf("keys create: --admin keys reach the operator's calls, not the API: --models, --max-concurrent, --rpm, --tpm and --traces do not apply")
+		}
+		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode, Admin: *admin}, stdout, stderr)
 	case "list":
 		return listKeys(ctx, st, cfg, stdout)
 	case "revoke":
@@ -155,7 +164,11 @@ func createKey(ctx context.Context, st store.Store, cfg *config.Config, k store.
 		return err
 	}
 	fmt.Fprintln(stdout, secret)
-	fmt.Fprintf(stderr, "key %s created; it is shown once: the store keeps only its SHA-256\n", k.ID)
+	role := "tenant key (the API)"
+	if k.Admin {
+		role = "admin key (the operator's calls)"
+	}
+	fmt.Fprintf(stderr, "%s %s created; it is shown once: the store keeps only its SHA-256\n", role, k.ID)
 	return nil
 }
 
@@ -197,7 +210,11 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		if k.Revoked() {
 			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\tstore\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
+		source := "store"
+		if k.Admin {
+			source = "store (admin)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, source, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
 			mode(k.Traces), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return tw.Flush()

@@ -285,3 +285,33 @@ func TestServeServerBounds(t *testing.T) {
 		t.Fatalf("serve ended with %v", err)
 	}
 }
+
+// create --admin stores an admin key, which list marks as one; an admin key has no models,
+// limits or trace mode of its own, and asking for them is refused with nothing stored.
+func TestKeysCreateAdmin(t *testing.T) {
+	path, _ := keysFixture(t, "")
+	out, errOut, err := runKeys(t, "create", "--id", "ops", "--admin", "--config", path)
+	if err != nil || !keyShape.MatchString(strings.TrimSpace(out)) || !strings.Contains(errOut, "admin key") {
+		t.Fatalf("create --admin: %q %q %v", out, errOut, err)
+	}
+	for _, extra := range [][]string{{"--models", "sim-model"}, {"--rpm", "5"}, {"--traces", "all"}} {
+		args := append([]string{"create", "--id", "ops-" + strings.TrimPrefix(extra[0], "--"), "--admin"}, extra...)
+		out, _, err := runKeys(t, append(args, "--config", path)...)
+		if err == nil || !strings.Contains(err.Error(), "--admin") || out != "" {
+			t.Errorf("create --admin %v: %q %v, want a refusal and no key", extra, out, err)
+		}
+	}
+	if _, _, err := runKeys(t, "create", "--id", "team-a", "--config", path); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := runKeys(t, "list", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^ops\s+store \(admin\)\s+\*`).MatchString(list) || !regexp.MustCompile(`(?m)^team-a\s+store\s+\*`).MatchString(list) {
+		t.Errorf("list does not tell the admin key from the tenant key:\n%s", list)
+	}
+	if strings.Contains(list, "ops-") {
+		t.Errorf("a refused admin key was stored:\n%s", list)
+	}
+}

@@ -32,7 +32,10 @@ type APIKey struct {
 	TPM           int64
 	// Traces is the key's trace mode, which its requests follow instead of the gateway's
 	// traces.mode: off, errors or all; "": the gateway's.
-	Traces    string
+	Traces string
+	// Admin keys reach the operator's calls (/admin/*, pprof, the full /readyz and
+	// /metrics) and read every request; tenant keys reach /v1/* only.
+	Admin     bool
 	CreatedAt time.Time
 	// RevokedAt is when the key was revoked; zero while it is valid.
 	RevokedAt time.Time
@@ -83,8 +86,8 @@ type KeyStore interface {
 }
 
 const (
-	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at, traces`
-	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`
+	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at, traces, admin`
+	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`
 	selectKeySQL = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
 	revokeKeySQL = `UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`
 	keyExistsSQL = `SELECT id FROM api_keys WHERE id = $1`
@@ -107,7 +110,7 @@ func (s *sqlStore) CreateKey(ctx context.Context, k APIKey) error {
 	err := s.b.inTx(ctx, func(tx sqlQuerier) error {
 		var err error
 		n, err = tx.exec(ctx, insertKeySQL, k.ID, k.KeySHA256, encodeModels(k.Models), k.MaxConcurrent, k.RPM, k.TPM,
-			toNanos(k.CreatedAt), toNanos(k.RevokedAt), k.Traces)
+			toNanos(k.CreatedAt), toNanos(k.RevokedAt), k.Traces, k.Admin)
 		return err
 	})
 	if err == nil && n == 0 {
@@ -133,7 +136,7 @@ func (s *sqlStore) ListKeys(ctx context.Context) ([]APIKey, error) {
 			models             string
 			created, revokedAt int64
 		)
-		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt, &k.Traces); err != nil {
+		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt, &k.Traces, &k.Admin); err != nil {
 			return nil, fmt.Errorf("store: %s: scan key: %w", s.name, err)
 		}
 		if err := json.Unmarshal([]byte(models), &k.Models); err != nil {

@@ -243,8 +243,9 @@ func assertPostgresFindUsesIndex(t *testing.T, s *sqlStore) {
 	}
 }
 
-// Keys created before migration 5 had no trace mode: they read back with none (the
-// gateway's), and keys created after it keep theirs.
+// Keys created before migration 5 had no trace mode and, before migration 7, no admin
+// flag: they read back with none (the gateway's) and as tenant keys, and keys created
+// after them keep theirs.
 
 // insertV4KeySQL inserts a key with the columns of migration 3.
 const insertV4KeySQL = `INSERT INTO api_keys (id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at)
@@ -271,7 +272,7 @@ func writeV4Key(t *testing.T, b sqlBackend, migrations []migration) {
 
 func checkKeysMigrated(t *testing.T, s *sqlStore) {
 	t.Helper()
-	newer := APIKey{ID: "new", KeySHA256: strings.Repeat("b", 64), Traces: "all", CreatedAt: mt0}
+	newer := APIKey{ID: "new", KeySHA256: strings.Repeat("b", 64), Traces: "all", Admin: true, CreatedAt: mt0}
 	if err := s.CreateKey(t.Context(), newer); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func checkKeysMigrated(t *testing.T, s *sqlStore) {
 		t.Fatalf("keys after migrating = %+v, want %+v", keys, want)
 	}
 	for i := range keys {
-		if keys[i].ID != want[i].ID || keys[i].Traces != want[i].Traces || !slices.Equal(keys[i].Models, want[i].Models) ||
+		if keys[i].ID != want[i].ID || keys[i].Traces != want[i].Traces || keys[i].Admin != want[i].Admin || !slices.Equal(keys[i].Models, want[i].Models) ||
 			keys[i].MaxConcurrent != want[i].MaxConcurrent || !keys[i].CreatedAt.Equal(want[i].CreatedAt) {
 			t.Errorf("key %d after migrating = %+v, want %+v", i, keys[i], want[i])
 		}

@@ -54,14 +54,16 @@ func testKeysRoundTrip(t *testing.T, b Backend) {
 	plain := apiKey("team-a", 'a')
 	traced := store.APIKey{ID: "team-c", KeySHA256: hash('c'), Traces: "all", CreatedAt: t0}
 	untraced := store.APIKey{ID: "team-d", KeySHA256: hash('d'), Traces: "off", CreatedAt: t0}
-	for _, k := range []store.APIKey{limited, plain, untraced, traced} {
+	ops := store.APIKey{ID: "ops", KeySHA256: hash('e'), Admin: true, CreatedAt: t0}
+	for _, k := range []store.APIKey{limited, plain, untraced, traced, ops} {
 		if err := s.CreateKey(ctx(t), k); err != nil {
 			t.Fatalf("CreateKey(%s): %v", k.ID, err)
 		}
 	}
 	// Ordered by id, models kept in order (a comma inside a name included), no models
-	// read back as nil, each trace mode kept ("" too: the gateway's).
-	want := []store.APIKey{plain, limited, traced, untraced}
+	// read back as nil, each trace mode kept ("" too: the gateway's), an admin key read
+	// back as one and every other key as a tenant key.
+	want := []store.APIKey{ops, plain, limited, traced, untraced}
 	assertKeys(t, "after create", mustListKeys(t, s), want)
 	assertKeys(t, "from a second gateway", mustListKeys(t, b.peer(t, s)), want)
 }
