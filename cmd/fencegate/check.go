@@ -48,6 +48,13 @@ func check(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "tls: certificate valid until %s\n", cert.Leaf.NotAfter.UTC().Format("2006-01-02 15:04:05 MST"))
 		}
 	}
+	// Who may call the operator's endpoints; admin keys kept in the store (fencegate keys
+	// create --admin) count too, but check does not open the store.
+	access := cfg.AdminAccess(false)
+	if cfg.AdminListen == "" && len(cfg.Auth.AdminKeys) == 0 {
+		access += " (unless the store holds an admin key)"
+	}
+	fmt.Fprintln(stdout, access)
 	if cfg.Auth.HasPlaintextKeys() {
 		// Served, but the file now holds secrets: say so before it is deployed.
 		fmt.Fprintln(stdout, "warning: API keys in plain text (key:); write key_sha256: (the hex SHA-256 of the key), or keep them in the store with fencegate keys")

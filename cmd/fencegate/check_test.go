@@ -173,3 +173,22 @@ func TestCheckExitStatus(t *testing.T) {
 		t.Fatalf("check of a good file: %v %q", err, out)
 	}
 }
+
+// check says how the operator's calls are reached: off without an admin key or a loopback
+// admin listener, behind an admin key on a shared listener, or on the admin listener.
+func TestCheckSaysWhoReachesTheAdminCalls(t *testing.T) {
+	f := newCheckFixture(t)
+	for extra, want := range map[string]string{
+		"": "admin calls: off (403 admin_disabled)",
+		"auth:\n  admin_keys: [{id: ops, key_sha256: \"" + strings.Repeat("ab", 32) + "\"}]\n": "admin calls: on the one listener, with an admin key",
+		"admin_listen: 127.0.0.1:9090\n": "admin calls: on the admin listener 127.0.0.1:9090 only, open to this host",
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"check", "--config", f.config(t, "127.0.0.1:8080", extra)}, &out, &out); err != nil {
+			t.Fatalf("check with %q: %v", extra, err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check with %q says:\n%s\nwant a line with %q", extra, out.String(), want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
+	adminListen := fs.String("admin-listen", "127.0.0.1:9090", "the admin listener's address (loopback: the operator's endpoints, such as a request's trace, need no key there)")
 	basePort := fs.Int("replica-base-port", 9001, "first replica port; the three replicas use this port and the next two (0: any free ports)")
 	decode := fs.Duration("decode-per-token", 40*time.Millisecond, "simulated decode time per token")
 	prefill := fs.Duration("prefill-per-token", 2*time.Millisecond, "simulated prefill time per prompt token")
@@ -52,7 +53,7 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 		defer os.RemoveAll(dir)
 		*storeDSN = "sqlite:" + filepath.Join(dir, "fencegate.db")
 	}
-	cfg := &config.Config{Listen: *listen, Models: []config.Model{{Name: "sim-model", Replicas: replicas}}, Store: *storeDSN}
+	cfg := &config.Config{Listen: *listen, AdminListen: *adminListen, Models: []config.Model{{Name: "sim-model", Replicas: replicas}}, Store: *storeDSN}
 	cfg.Health.ProbeEvery = config.Duration(time.Second)
 	// The demo's requests are the user's own, so the interrupted ones can be read back and
 	// replayed (step 5).
@@ -60,7 +61,7 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	gw := "http://" + *listen
+	gw, admin := "http://"+*listen, "http://"+*adminListen
 	body := `{"model":"sim-model","stream":true,"max_tokens":24,"messages":[{"role":"user","content":"Tell me about honest failover."}]}`
 	fmt.Fprintf(stdout, `fencegate demo: gateway %s, replicas sim-1 %s, sim-2 %s, sim-3 %s
 
@@ -83,11 +84,12 @@ An idle pool sends new work to sim-1 first. Try, in another terminal:
   # 5. the trace of the interrupted request of step 3 (what it asked, each attempt, every
   #    byte the client received); replayed on the replica that served it (its attempts
   #    name it: sim-1, once it is back), it meets the same fault at the same point
+  #    (traces are the operator's: they are read on the admin listener)
   curl -s %s/admin/requests/req_.../trace > trace.json
   go run ./cmd/fencegate replay trace.json --url %s
 
 Crashed replicas come back after %s. Ctrl-C stops everything.
-`, gw, replicas[0].URL, replicas[1].URL, replicas[2].URL, gw, body, gw, body, gw, body, gw, gw, replicas[0].URL, *restart)
+`, gw, replicas[0].URL, replicas[1].URL, replicas[2].URL, gw, body, gw, body, gw, body, gw, admin, replicas[0].URL, *restart)
 	// The demo is for people at a terminal: text logs, no configuration file to reload.
 	return runGateway(ctx, cfg, "", slog.New(slog.NewTextHandler(os.Stderr, nil)), stdout)
 }

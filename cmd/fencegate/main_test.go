@@ -20,7 +20,7 @@ func TestDemoServesACompletion(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--replica-base-port", "0", "--decode-per-token", "0s"}, pw, io.Discard)
+		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--replica-base-port", "0", "--decode-per-token", "0s"}, pw, io.Discard)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)

@@ -31,11 +31,12 @@ func startSim(t *testing.T, name string) *sim.Server {
 	return s
 }
 
-// tracingGateway is a gateway keeping every request's trace, in front of replica s.
-func tracingGateway(t *testing.T, s *sim.Server) string {
+// tracingGateway is a gateway keeping every request's trace, in front of replica s; it
+// returns the URLs of its public and its (loopback) admin listener.
+func tracingGateway(t *testing.T, s *sim.Server) (url, admin string) {
 	t.Helper()
 	cfg := &config.Config{Models: []config.Model{{Name: "sim-model", Replicas: []config.Replica{{Name: s.Name(), URL: s.URL()}}}},
-		Store: "memory:", Traces: config.Traces{Mode: config.TracesAll}}
+		Store: "memory:", Traces: config.Traces{Mode: config.TracesAll}, AdminListen: "127.0.0.1:0"}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +46,18 @@ func tracingGateway(t *testing.T, s *sim.Server) string {
 	}
 	gw.Start()
 	srv := httptest.NewServer(gw.Handler())
+	adminSrv := httptest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		srv.Close()
+		adminSrv.Close()
 		gw.Close()
 	})
-	return srv.URL
+	return srv.URL, adminSrv.URL
 }
 
 // traceFile sends body through the gateway at url with header, and writes the request's
-// trace (read from the admin endpoint, open to loopback without admin keys) into a file.
-func traceFile(t *testing.T, url, body string, header http.Header) (path string, received []byte) {
+// trace (read from the loopback admin listener at admin, open without a key) into a file.
+func traceFile(t *testing.T, url, admin, body string, header http.Header) (path string, received []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -69,7 +72,7 @@ func traceFile(t *testing.T, url, body string, header http.Header) (path string,
 	received, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	id := resp.Header.Get("X-Request-Id")
-	tr, err := http.Get(url + "/admin/requests/" + id + "/trace?wait=20s")
+	tr, err := http.Get(admin + "/admin/requests/" + id + "/trace?wait=20s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +110,8 @@ const replayBody = `{"model":"sim-model","stream":true,"max_tokens":8,"seed":7,"
 // fault header (not a secret), so the replay meets the same fault at the same point on a
 // fresh replica and says so; a replica that says something else diverges (exit status 1).
 func TestReplayReproducesAFaultAtItsPoint(t *testing.T) {
-	url := tracingGateway(t, startSim(t, "sim-a"))
-	path, received := traceFile(t, url, replayBody, http.Header{"X-Sim-Fault": {"reset@sent:2"}})
+	url, admin := tracingGateway(t, startSim(t, "sim-a"))
+	path, received := traceFile(t, url, admin, replayBody, http.Header{"X-Sim-Fault": {"reset@sent:2"}})
 	if !bytes.Contains(received, []byte("upstream_decode_interrupted")) || !bytes.Contains(received, []byte(`"content"`)) {
 		t.Fatalf("the client did not get part of an answer and an interruption:\n%s", received)
 	}
@@ -134,8 +137,8 @@ func TestReplayReproducesAFaultAtItsPoint(t *testing.T) {
 
 // A complete answer replays identically on the same replica, and diverges on another.
 func TestReplayOfACompleteAnswer(t *testing.T) {
-	url := tracingGateway(t, startSim(t, "sim-a"))
-	path, _ := traceFile(t, url, replayBody, http.Header{})
+	url, admin := tracingGateway(t, startSim(t, "sim-a"))
+	path, _ := traceFile(t, url, admin, replayBody, http.Header{})
 	if out, status := runReplay(t, path, "--url", startSim(t, "sim-a").URL()); status != 0 || !strings.Contains(out, "verdict: identical") {
 		t.Fatalf("status %d\n%s", status, out)
 	}

@@ -31,7 +31,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	defer repl.Close()
 	yaml := func(s *sim.Server) string {
-		return fmt.Sprintf("listen: 127.0.0.1:0\nstore: \"memory:\"\nmodels:\n  - name: sim-model\n    replicas: [{url: %q, name: %s}]\n", s.URL(), s.Name())
+		return fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nstore: \"memory:\"\nmodels:\n  - name: sim-model\n    replicas: [{url: %q, name: %s}]\n", s.URL(), s.Name())
 	}
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(yaml(old)), 0o600); err != nil {
@@ -46,14 +46,19 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	sc := bufio.NewScanner(out)
-	url := ""
+	url, admin := "", ""
 	for sc.Scan() {
 		if u, ok := strings.CutPrefix(sc.Text(), "fencegate gateway listening on "); ok {
 			url = u
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "fencegate admin listening on "); ok {
+			admin = u
+		}
+		if url != "" && admin != "" {
 			break
 		}
 	}
-	if url == "" {
+	if url == "" || admin == "" {
 		t.Fatal("the gateway never said where it listens")
 	}
 	go io.Copy(io.Discard, out)
@@ -108,7 +113,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	if body := <-done; !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("the stream in flight during the reload: %q", body)
 	}
-	resp, err := http.Post(url+"/admin/refresh", "application/json", nil) // the new replica's first probe
+	resp, err := http.Post(admin+"/admin/refresh", "application/json", nil) // the new replica's first probe
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,12 @@ type Config struct {
 	// AdminListen, when set, is a second address that alone serves /metrics, /readyz,
 	// /admin/* and /debug/pprof/; the public listener then serves only /v1/* and /healthz.
 	// Bound to a loopback address, its admin calls need no admin key; bound elsewhere they
-	// do (auth.admin_keys is then required). Unset: one listener serves everything, and
-	// pprof is off.
+	// do (auth.admin_keys is then required). Unset: one listener serves everything, pprof
+	// is off, admin calls need an admin key (off without one: a client's address on a
+	// shared listener proves nothing), and /readyz tells others only what is ready.
 	AdminListen string `yaml:"admin_listen"`
+	// Metrics configures the gateway's own /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Server bounds what a slow or hostile client can hold of the HTTP server.
 	Server Server `yaml:"server"`
 	// TLS, when set, serves HTTPS on Listen instead of plain HTTP.

@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -16,44 +15,6 @@ import (
 // declaredDeadFor is how long a replica declared dead stays out unless a probe finds it
 // back first (an orchestrator restarted it) or an operator declares it active.
 const declaredDeadFor = 24 * time.Hour
-
-// adminOnly requires an admin key when keys are configured, and a loopback client when no
-// admin key exists: replica state must not be changed by whoever can reach the gateway.
-func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
-	return s.auth(func(w http.ResponseWriter, r *http.Request) {
-		k, ok := identity(r)
-		hasAdmin := len(s.config().Auth.AdminKeys) > 0
-		if (hasAdmin && (!ok || !k.Admin)) || (!hasAdmin && !fromLoopback(r)) {
-			openai.WriteError(w, &openai.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_only",
-				Message: "this endpoint needs an admin key (or, with no admin keys configured, a loopback client)", RequestID: requestID(r)})
-			return
-		}
-		h(w, r)
-	})
-}
-
-// adminListenerOnly guards the admin listener's admin calls: open when the listener is
-// bound to loopback (only this host reaches it), else an admin key is required
-// (configuration validation makes sure one exists).
-func (s *Server) adminListenerOnly(h http.HandlerFunc) http.HandlerFunc {
-	if s.adminLoopback {
-		return h
-	}
-	return s.auth(func(w http.ResponseWriter, r *http.Request) {
-		if k, ok := identity(r); !ok || !k.Admin {
-			writeError(w, r, &openai.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_only",
-				Message: "this endpoint needs an admin key", RequestID: requestID(r)})
-			return
-		}
-		h(w, r)
-	})
-}
-
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
-}
 
 // handleReplicaState lets an orchestrator or operator declare a replica dead (its running
 // attempts fail at once and are rerun if nothing was delivered), draining (no new work,
@@ -110,7 +71,7 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleRefresh probes and scrapes every replica now instead of at the next period, e.g.
-// right after an orchestrator replaced replicas. It answers with /readyz's body.
+// right after an orchestrator replaced replicas. It answers with /readyz's body, in full.
 //
 //	POST /admin/refresh
 func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
@@ -118,5 +79,5 @@ func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
 		s.scrapePool(r.Context(), p)
 		s.probePool(r.Context(), p)
 	}
-	s.handleReadyz(w, r)
+	s.writeReadyz(w, true)
 }

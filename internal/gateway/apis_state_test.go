@@ -17,7 +17,7 @@ import (
 // setReplica declares a replica's state through the admin endpoint.
 func (e *env) setReplica(name, state string) {
 	e.t.Helper()
-	resp, err := http.Post(e.srv.URL+"/admin/replicas/sim-model/"+name, "application/json", strings.NewReader(`{"state":"`+state+`"}`))
+	resp, err := http.Post(e.admin.URL+"/admin/replicas/sim-model/"+name, "application/json", strings.NewReader(`{"state":"`+state+`"}`))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,9 +68,11 @@ func keyDigest(k string) string {
 type storeKeys struct {
 	mu sync.Mutex
 	// keys: digest → identity of every valid key; any is true when the store holds a
-	// key at all, revoked ones included (see authRequired).
+	// key at all, revoked ones included (see authRequired); anyAdmin when it holds a valid
+	// admin key (see hasAdminKey).
 	keys     map[string]apiKey
 	any      bool
+	anyAdmin bool
 	loadedAt time.Time
 	// missReadAt is when an unknown key last made the cache read the store.
 	missReadAt time.Time
@@ -107,6 +108,7 @@ func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
 		return err
 	}
 	keys := make(map[string]apiKey, len(list))
+	anyAdmin := false
 	for _, k := range list {
 		if k.Revoked() {
 			continue
@@ -115,11 +117,12 @@ func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
 		if err != nil {
 			continue // the store validates hashes; a bad row names no key
 		}
-		keys[string(b)] = apiKey{ID: k.ID, models: k.Models, traces: config.TraceMode(k.Traces),
+		keys[string(b)] = apiKey{ID: k.ID, Admin: k.Admin, models: k.Models, traces: config.TraceMode(k.Traces),
 			limits: limits.Limits{MaxConcurrent: k.MaxConcurrent, RPM: k.RPM, TPM: k.TPM}}
+		anyAdmin = anyAdmin || k.Admin
 	}
 	sk.mu.Lock()
-	sk.keys, sk.any, sk.loadedAt = keys, len(list) > 0, started
+	sk.keys, sk.any, sk.anyAdmin, sk.loadedAt = keys, len(list) > 0, anyAdmin, started
 	sk.mu.Unlock()
 	return nil
 }
@@ -171,7 +174,8 @@ func (s *Server) authRequired(l *live) bool {
 	return s.storeKeys.any
 }
 
-// auth requires a known bearer key when keys are configured or stored.
+// auth requires a known bearer key, a tenant's or an admin's, when keys are configured or
+// stored.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		l := s.current()
@@ -179,27 +183,13 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			// The Anthropic SDKs send their key as x-api-key.
-			tok, ok = r.Header.Get("X-Api-Key"), r.Header.Get("X-Api-Key") != ""
-		}
-		var (
-			id    apiKey
-			found bool
-		)
-		if ok {
-			digest := keyDigest(strings.TrimSpace(tok))
-			if id, found = l.keys[digest]; !found {
-				id, found = s.lookupStoreKey(r.Context(), digest)
-			}
-		}
-		if !found {
+		c := s.identify(r, l)
+		if !c.known {
 			writeError(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')", RequestID: requestID(r)})
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
+		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, c.key)))
 	}
 }
 

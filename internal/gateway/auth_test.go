@@ -32,6 +32,7 @@ func authed(t *testing.T, method, url, key, body string) *http.Response {
 // it and by an admin key only; the admin endpoint needs an admin key.
 func TestAPIKeys(t *testing.T) {
 	e := newEnv(t, envOptions{config: func(c *config.Config) {
+		c.AdminListen = "" // one listener: the admin endpoint is beside the API
 		c.Auth = config.Auth{Keys: []config.APIKey{{ID: "team-a", Key: keyA}, {ID: "team-b", Key: keyB}},
 			AdminKeys: []config.APIKey{{ID: "ops", Key: adminKey}}}
 	}})

@@ -13,7 +13,7 @@ import (
 // canaryOf is a replica's canary in /readyz.
 func (e *env) canaryOf(name string) map[string]any {
 	e.t.Helper()
-	for _, p := range e.readyz()["pools"].([]any) {
+	for _, p := range e.readyz()["models"].([]any) {
 		for _, r := range p.(map[string]any)["replicas"].([]any) {
 			m := r.(map[string]any)
 			if m["name"] == name {

@@ -19,7 +19,7 @@ import (
 // readyz returns the gateway's /readyz document.
 func (e *env) readyz() map[string]any {
 	e.t.Helper()
-	resp, err := http.Get(e.srv.URL + "/readyz")
+	resp, err := http.Get(e.admin.URL + "/readyz")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func (e *env) readyz() map[string]any {
 
 // replicaState finds a replica's state and reason in /readyz.
 func (e *env) replicaState(name string) (state, reason string) {
-	for _, p := range e.readyz()["pools"].([]any) {
+	for _, p := range e.readyz()["models"].([]any) {
 		for _, r := range p.(map[string]any)["replicas"].([]any) {
 			m := r.(map[string]any)
 			if m["name"] == name {
@@ -77,7 +77,7 @@ func TestEngineCredentials(t *testing.T) {
 	if len(e.sims[2].Records()) != 0 {
 		t.Fatal("the replica without credentials got work")
 	}
-	body, _ := io.ReadAll(must(http.Get(e.srv.URL + "/readyz")).Body)
+	body, _ := io.ReadAll(must(http.Get(e.admin.URL + "/readyz")).Body)
 	if strings.Contains(string(body), "engine-secret") {
 		t.Fatal("/readyz shows a key")
 	}

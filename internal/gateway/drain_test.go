@@ -38,7 +38,7 @@ func TestDrainEndsRunningStreamsHonestly(t *testing.T) {
 	if again.StatusCode != http.StatusServiceUnavailable || again.Header.Get("Retry-After") == "" {
 		t.Fatalf("a request during shutdown: %d", again.StatusCode)
 	}
-	if r, _ := http.Get(e.srv.URL + "/readyz"); r == nil || r.StatusCode != http.StatusServiceUnavailable {
+	if r, _ := http.Get(e.admin.URL + "/readyz"); r == nil || r.StatusCode != http.StatusServiceUnavailable {
 		t.Fatal("readyz must fail while draining")
 	}
 }

@@ -34,7 +34,7 @@ func (c *testClock) advance(d time.Duration) {
 // replicaOf is a replica's entry in /readyz.
 func (e *env) replicaOf(name string) map[string]any {
 	e.t.Helper()
-	for _, p := range e.readyz()["pools"].([]any) {
+	for _, p := range e.readyz()["models"].([]any) {
 		for _, r := range p.(map[string]any)["replicas"].([]any) {
 			if m := r.(map[string]any); m["name"] == name {
 				return m
@@ -130,7 +130,7 @@ func TestReplicaEjectedAfterConsecutiveFailures(t *testing.T) {
 	}
 
 	// Its /health passes, and a probe now does not end the ejection.
-	resp, err := http.Post(e.srv.URL+"/admin/refresh", "application/json", nil)
+	resp, err := http.Post(e.admin.URL+"/admin/refresh", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,25 @@ import (
 // env is a gateway in front of simulated replicas, all on loopback, and the official
 // OpenAI Go client pointed at the gateway.
 type env struct {
-	t      testing.TB
-	sims   []*sim.Server
-	gw     *gateway.Server
-	srv    *httptest.Server
-	client openai.Client
+	t    testing.TB
+	sims []*sim.Server
+	gw   *gateway.Server
+	srv  *httptest.Server
+	// admin serves the admin listener: admin_listen on loopback unless the test's config
+	// clears it (then srv serves the operator's endpoints too, behind an admin key).
+	admin *httptest.Server
+	// oneListener: the test's config cleared admin_listen.
+	oneListener bool
+	client      openai.Client
+}
+
+// operatorURL is where the gateway serves the operator's endpoints: the admin listener,
+// or the one listener when there is no admin listener.
+func (e *env) operatorURL() string {
+	if e.oneListener {
+		return e.srv.URL
+	}
+	return e.admin.URL
 }
 
 type envOptions struct {
@@ -67,7 +81,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		e.sims = append(e.sims, s)
 		reps = append(reps, config.Replica{Name: sc.Name, URL: s.URL()})
 	}
-	cfg := &config.Config{Models: []config.Model{{Name: "sim-model", Replicas: reps}}, Store: "memory:"}
+	cfg := &config.Config{Models: []config.Model{{Name: "sim-model", Replicas: reps}}, Store: "memory:", AdminListen: "127.0.0.1:0"}
 	if o.config != nil {
 		o.config(cfg)
 	}
@@ -77,6 +91,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	e.oneListener = cfg.AdminListen == ""
 	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now, Dial: o.dial})
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +99,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 	gw.Start()
 	e.gw = gw
 	e.srv = httptest.NewServer(gw.Handler())
+	e.admin = httptest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		e.srv.Close()
+		e.admin.Close()
 		gw.Close()
 	})
 	e.client = openai.NewClient(option.WithBaseURL(e.srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -229,7 +246,7 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 // metrics returns the gateway's Prometheus exposition.
 func (e *env) metrics() string {
 	e.t.Helper()
-	resp, err := http.Get(e.srv.URL + "/metrics")
+	resp, err := http.Get(e.admin.URL + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -57,8 +57,8 @@ func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Start() // the first scrape, and with it the discovery, runs before Start returns
-	srv := httptest.NewServer(gw.Handler())
+	gw.Start()                                   // the first scrape, and with it the discovery, runs before Start returns
+	srv := httptest.NewServer(gw.AdminHandler()) // the replicas' detail
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	resp, err := http.Get(srv.URL + "/readyz")
 	if err != nil {
@@ -68,7 +68,7 @@ func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string
 	var doc struct {
 		Pools []struct {
 			Replicas []map[string]any `json:"replicas"`
-		} `json:"pools"`
+		} `json:"models"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		t.Fatal(err)

@@ -123,7 +123,9 @@ func TestAdminListenerSplit(t *testing.T) {
 	check("reachable admin", wideAdmin.URL+"/readyz", "GET", "", 200)
 
 	one := startTenantGW(t, tenantOptions{sims: sims, config: keys})
-	check("one listener", one.url+"/metrics", "GET", "", 200)
+	check("one listener", one.url+"/metrics", "GET", "", 401)
+	check("one listener", one.url+"/metrics", "GET", tenant, 403)
+	check("one listener", one.url+"/metrics", "GET", admin, 200)
 	check("one listener", one.url+"/readyz", "GET", "", 200)
 	check("one listener", one.url+"/admin/refresh", "POST", admin, 200)
 	check("one listener", one.url+"/debug/pprof/", "GET", admin, 404)

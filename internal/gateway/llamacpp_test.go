@@ -49,7 +49,7 @@ func newLlamaEnv(t *testing.T, n int, change func(*config.Config)) *llamaEnv {
 		// No engine kind: the gateway tells llama.cpp from its metric names.
 		reps = append(reps, config.Replica{Name: s.Name, URL: s.URL, Priority: i})
 	}
-	cfg := &config.Config{Models: []config.Model{{Name: llamatest.ModelName, Replicas: reps}}, Store: "memory:"}
+	cfg := &config.Config{Models: []config.Model{{Name: llamatest.ModelName, Replicas: reps}}, Store: "memory:", AdminListen: "127.0.0.1:0"}
 	if change != nil {
 		change(cfg)
 	}
@@ -61,9 +61,10 @@ func newLlamaEnv(t *testing.T, n int, change func(*config.Config)) *llamaEnv {
 		t.Fatal(err)
 	}
 	gw.Start()
-	e := &env{t: t, gw: gw, srv: httptest.NewServer(gw.Handler())}
+	e := &env{t: t, gw: gw, srv: httptest.NewServer(gw.Handler()), admin: httptest.NewServer(gw.AdminHandler())}
 	t.Cleanup(func() {
 		e.srv.Close()
+		e.admin.Close()
 		gw.Close()
 	})
 	e.client = openai.NewClient(option.WithBaseURL(e.srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -617,7 +618,7 @@ type readyReplica struct {
 // refresh asks the gateway to scrape every replica now and returns what it read.
 func (e *llamaEnv) refresh() map[string]readyReplica {
 	e.t.Helper()
-	resp, err := http.Post(e.srv.URL+"/admin/refresh", "application/json", nil)
+	resp, err := http.Post(e.admin.URL+"/admin/refresh", "application/json", nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -625,7 +626,7 @@ func (e *llamaEnv) refresh() map[string]readyReplica {
 	var body struct {
 		Pools []struct {
 			Replicas []readyReplica `json:"replicas"`
-		} `json:"pools"`
+		} `json:"models"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		e.t.Fatal(err)

@@ -128,9 +128,9 @@ func TestMassFailureUnderLoad(t *testing.T) {
 				Name string `json:"name"`
 				Peak int    `json:"peak_outstanding"`
 			} `json:"replicas"`
-		} `json:"pools"`
+		} `json:"models"`
 	}
-	resp, err := http.Get(e.srv.URL + "/readyz")
+	resp, err := http.Get(e.admin.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

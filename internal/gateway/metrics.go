@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/fencegate/fencegate/internal/balance"
 	"net/http"
 	"time"
 
@@ -82,6 +83,9 @@ var (
 	budgetDesc = prometheus.NewDesc("fencegate_retry_budget_tokens", "Reruns the pool's retry budget allows now.",
 		[]string{"model"}, nil)
 	journalPendingDesc = prometheus.NewDesc("fencegate_journal_pending", "Journal mutations waiting to be written.", nil, nil)
+	availableDesc      = prometheus.NewDesc("fencegate_model_available_replicas",
+		"Replicas of the model that can take a request now (0: its requests get 503 no_healthy_replica; the gateway stays ready).",
+		[]string{"model"}, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -90,18 +94,25 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicaWaitingDesc
 	ch <- budgetDesc
 	ch <- journalPendingDesc
+	ch <- availableDesc
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.now()
 	for name, p := range c.s.current().pools {
 		p.mu.Lock()
+		available := 0
 		for _, r := range p.b.Replicas {
-			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, r.StateAt(now, p.b.Limits).String())
+			st := r.StateAt(now, p.b.Limits)
+			if st == balance.Healthy {
+				available++
+			}
+			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, st.String())
 			ch <- prometheus.MustNewConstMetric(replicaOutstandingDesc, prometheus.GaugeValue, float64(r.Outstanding), name, r.Name)
 			ch <- prometheus.MustNewConstMetric(replicaWaitingDesc, prometheus.GaugeValue, float64(r.Load.Waiting), name, r.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, p.budget.Tokens(now), name)
+		ch <- prometheus.MustNewConstMetric(availableDesc, prometheus.GaugeValue, float64(available), name)
 		p.mu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(journalPendingDesc, prometheus.GaugeValue, float64(c.s.journal.Stats().Pending))

@@ -176,7 +176,7 @@ func TestFingerprintMismatchExcludesReplica(t *testing.T) {
 			}
 		},
 	})
-	resp, err := http.Get(e.srv.URL + "/readyz")
+	resp, err := http.Get(e.admin.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestAdminDeclaresReplicaDead(t *testing.T) {
 	done := make(chan streamResult, 1)
 	go func() { done <- e.stream(testCtx(t), chatParams("stuck", 3)) }()
 	waitRecords(t, e.sims[0], 1)
-	resp := post(t, e.srv.URL+"/admin/replicas/sim-model/sim-1", `{"state":"dead","reason":"node drained by the orchestrator"}`)
+	resp := post(t, e.admin.URL+"/admin/replicas/sim-model/sim-1", `{"state":"dead","reason":"node drained by the orchestrator"}`)
 	if b := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(b, `"attempts_failed": 1`) {
 		t.Fatalf("admin: %d %s", resp.StatusCode, b)
 	}
@@ -283,16 +283,16 @@ func TestAdminDeclaresReplicaDead(t *testing.T) {
 	if rec := e.record(r.requestID); rec.Attempts[0].EndReason != "replica_declared_dead" {
 		t.Fatalf("journal %+v", rec)
 	}
-	bad := post(t, e.srv.URL+"/admin/replicas/sim-model/sim-1", `{"state":"sleepy"}`)
+	bad := post(t, e.admin.URL+"/admin/replicas/sim-model/sim-1", `{"state":"sleepy"}`)
 	if bad.StatusCode != 400 {
 		t.Fatalf("bad state: %d", bad.StatusCode)
 	}
-	if unknown := post(t, e.srv.URL+"/admin/replicas/sim-model/nope", `{"state":"dead"}`); unknown.StatusCode != 404 {
+	if unknown := post(t, e.admin.URL+"/admin/replicas/sim-model/nope", `{"state":"dead"}`); unknown.StatusCode != 404 {
 		t.Fatalf("unknown replica: %d", unknown.StatusCode)
 	}
 	// Draining: no new work, and back to work when active again.
-	post(t, e.srv.URL+"/admin/replicas/sim-model/sim-1", `{"state":"active"}`)
-	post(t, e.srv.URL+"/admin/replicas/sim-model/sim-2", `{"state":"draining"}`)
+	post(t, e.admin.URL+"/admin/replicas/sim-model/sim-1", `{"state":"active"}`)
+	post(t, e.admin.URL+"/admin/replicas/sim-model/sim-2", `{"state":"draining"}`)
 	before := len(e.sims[1].Records())
 	if r := e.stream(testCtx(t), chatParams("not on the draining one", 2)); r.err != nil || len(e.simRequests(0, r.requestID)) != 1 {
 		t.Fatalf("while sim-2 drains: %+v", r)
@@ -320,7 +320,7 @@ func TestReplicaServingAnotherModelIsExcluded(t *testing.T) {
 			c.Model = "other-model"
 		}
 	}})
-	resp, err := http.Get(e.srv.URL + "/readyz")
+	resp, err := http.Get(e.admin.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestEngineQueueSteersRouting(t *testing.T) {
 	if _, err := e.sims[0].WaitRecord(testCtx(t), func(r sim.Record) bool { return r.TokensComputed > 0 }); err != nil {
 		t.Fatal(err)
 	}
-	refresh := post(t, e.srv.URL+"/admin/refresh", "")
+	refresh := post(t, e.admin.URL+"/admin/refresh", "")
 	var ready struct {
 		Pools []struct {
 			Replicas []struct {
@@ -429,7 +429,7 @@ func TestEngineQueueSteersRouting(t *testing.T) {
 				Running int    `json:"engine_running"`
 				Waiting int    `json:"engine_waiting"`
 			} `json:"replicas"`
-		} `json:"pools"`
+		} `json:"models"`
 	}
 	if err := json.NewDecoder(refresh.Body).Decode(&ready); err != nil || refresh.StatusCode != 200 {
 		t.Fatalf("refresh: %d %v", refresh.StatusCode, err)

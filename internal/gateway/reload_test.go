@@ -20,16 +20,19 @@ import (
 )
 
 // fileGateway is a gateway started from a configuration file, which a test rewrites and
-// reloads.
+// reloads. Its operator's endpoints are on a loopback admin listener (fileAdminListen).
 type fileGateway struct {
 	*env
 	path string
 }
 
+// fileAdminListen starts every file a fileGateway is given.
+const fileAdminListen = "admin_listen: 127.0.0.1:0\n"
+
 func newFileGateway(t *testing.T, yaml string, opt gateway.Options) *fileGateway {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fencegate.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fileAdminListen+yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.LoadFile(path)
@@ -43,8 +46,9 @@ func newFileGateway(t *testing.T, yaml string, opt gateway.Options) *fileGateway
 	}
 	gw.Start()
 	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() { srv.Close(); gw.Close() })
-	e := &env{t: t, gw: gw, srv: srv}
+	admin := httptest.NewServer(gw.AdminHandler())
+	t.Cleanup(func() { srv.Close(); admin.Close(); gw.Close() })
+	e := &env{t: t, gw: gw, srv: srv, admin: admin}
 	e.client = openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	return &fileGateway{env: e, path: path}
 }
@@ -52,15 +56,15 @@ func newFileGateway(t *testing.T, yaml string, opt gateway.Options) *fileGateway
 // reload rewrites the file and asks for a reload; it returns the status and body.
 func (g *fileGateway) reload(yaml string) (int, string) {
 	g.t.Helper()
-	if err := os.WriteFile(g.path, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(g.path, []byte(fileAdminListen+yaml), 0o600); err != nil {
 		g.t.Fatal(err)
 	}
-	resp, body := postAPI(g.t.(*testing.T), g.srv.URL+"/admin/reload", "")
+	resp, body := postAPI(g.t.(*testing.T), g.admin.URL+"/admin/reload", "")
 	return resp.StatusCode, string(body)
 }
 
 func (g *fileGateway) refresh() {
-	resp, _ := postAPI(g.t.(*testing.T), g.srv.URL+"/admin/refresh", "")
+	resp, _ := postAPI(g.t.(*testing.T), g.admin.URL+"/admin/refresh", "")
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
 		g.t.Fatalf("refresh %d", resp.StatusCode)
 	}
@@ -104,7 +108,7 @@ func TestReloadWithoutDroppingStreams(t *testing.T) {
 	if inFlight.err != nil || inFlight.finish == "" || inFlight.content == "" {
 		t.Fatalf("the stream in flight during the reload: %+v", inFlight)
 	}
-	for _, p := range g.readyz()["pools"].([]any) {
+	for _, p := range g.readyz()["models"].([]any) {
 		for _, rep := range p.(map[string]any)["replicas"].([]any) {
 			if rep.(map[string]any)["name"] == "old" {
 				t.Fatal("the drained replica is still listed after its last request")

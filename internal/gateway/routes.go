@@ -130,31 +130,41 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz is ready when every pool has an available replica; it lists each replica's
-// state and the reason it is out.
+// handleReadyz answers whether this gateway should be sent requests: it is ready once its
+// configuration is loaded (it is, or the gateway would not serve) and until it drains. A
+// model without an available replica does not make it unready: taking the gateway out of
+// a Service would refuse every other model's clients, and that model's own clients get an
+// honest 503 no_healthy_replica with Retry-After instead of a refused connection. The body
+// says how many replicas of each model are available (also the metric
+// fencegate_model_available_replicas); to an admin, and on the admin listener, it also
+// lists each replica's state, the reason it is out, load, fingerprint and canary.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	type poolStatus struct {
+	s.writeReadyz(w, maySeeDetail(r))
+}
+
+func (s *Server) writeReadyz(w http.ResponseWriter, detail bool) {
+	type modelStatus struct {
 		Model     string          `json:"model"`
 		Available int             `json:"available"`
-		Replicas  []replicaStatus `json:"replicas"`
+		Replicas  []replicaStatus `json:"replicas,omitempty"`
 	}
 	now := s.now()
-	ready := true
-	var pools []poolStatus
 	l := s.current()
+	models := []modelStatus{}
 	for _, n := range l.models {
 		list, avail := l.pools[n].status(now)
-		if avail == 0 {
-			ready = false
+		m := modelStatus{Model: n, Available: avail}
+		if detail {
+			m.Replicas = list
 		}
-		pools = append(pools, poolStatus{Model: n, Available: avail, Replicas: list})
+		models = append(models, m)
 	}
 	draining := s.isDraining()
 	status := http.StatusOK
-	if !ready || draining {
+	if draining {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": ready && !draining, "draining": draining, "pools": pools})
+	writeJSON(w, status, map[string]any{"ready": !draining, "draining": draining, "models": models})
 }
 
 // notFound answers a path no route took: 405 for a known path asked with another method,

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -167,6 +166,13 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	s.adminLoopback = config.IsLoopback(cfg.AdminListen)
+	s.storeKeys.mu.Lock()
+	storedAdmin := s.storeKeys.anyAdmin
+	s.storeKeys.mu.Unlock()
+	s.log.Info(cfg.AdminAccess(storedAdmin))
+	if cfg.AdminListen == "" && !cfg.Metrics.Public {
+		s.log.Info("/metrics on the one listener needs an admin key (metrics.public: true serves it to anyone)")
+	}
 	if cfg.Auth.HasPlaintextKeys() {
 		s.log.Warn("the configuration holds API keys in plain text; write them as key_sha256 (the hex SHA-256 of the key), or keep them in the store with fencegate keys")
 	}
@@ -209,53 +215,41 @@ func defaultGatewayID() string {
 
 // Handler returns the gateway's public HTTP handler. With admin_listen set it serves only
 // the API (/v1/*) and /healthz, and every other path is unknown; the rest is AdminHandler's.
-// Without it, it serves everything, as one listener.
+// Without it, it serves everything but pprof, as one listener (routes.go says who may call
+// what).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	known := []string{"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/embeddings", "/v1/models", "/healthz"}
-	mux.HandleFunc("POST /v1/chat/completions", s.withRequestID(s.auth(s.handleChat)))
-	mux.HandleFunc("POST /v1/completions", s.withRequestID(s.auth(s.handleCompletions)))
-	mux.HandleFunc("POST /v1/messages", s.withRequestID(s.auth(s.handleMessages)))
-	mux.HandleFunc("POST /v1/responses", s.withRequestID(s.auth(s.handleResponses)))
-	mux.HandleFunc("POST /v1/embeddings", s.withRequestID(s.auth(s.handleEmbeddings)))
-	mux.HandleFunc("GET /v1/models", s.withRequestID(s.auth(s.handleModels)))
-	mux.HandleFunc("GET /v1/requests/{id}", s.withRequestID(s.auth(s.handleGetRequest)))
-	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
 	if s.boot.AdminListen == "" {
-		s.adminRoutes(mux, s.adminOnly)
-		known = append(known, "/readyz")
+		return s.mux(listenerShared)
 	}
-	mux.HandleFunc("/", s.withRequestID(s.notFound(known)))
-	return mux
+	return s.mux(listenerAPI)
 }
 
 // AdminHandler returns the admin listener's handler (admin_listen): /metrics, /readyz,
-// /healthz, the admin calls and, with admin_listen set, pprof under /debug/pprof/. Its admin
-// calls and pprof need an admin key unless admin_listen is a loopback address; /metrics,
-// /readyz and /healthz are open, for scrapers and probes that the network already limits.
-func (s *Server) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.withRequestID(s.handleHealthz))
-	s.adminRoutes(mux, s.adminListenerOnly)
-	if s.boot.AdminListen != "" {
-		mux.HandleFunc("/debug/pprof/", s.adminListenerOnly(pprof.Index))
-		mux.HandleFunc("/debug/pprof/cmdline", s.adminListenerOnly(pprof.Cmdline))
-		mux.HandleFunc("/debug/pprof/profile", s.adminListenerOnly(pprof.Profile))
-		mux.HandleFunc("/debug/pprof/symbol", s.adminListenerOnly(pprof.Symbol))
-		mux.HandleFunc("/debug/pprof/trace", s.adminListenerOnly(pprof.Trace))
-	}
-	mux.HandleFunc("/", s.withRequestID(s.notFound([]string{"/healthz", "/readyz"})))
-	return mux
-}
+// /healthz, the admin calls and pprof under /debug/pprof/. Its admin calls and pprof need
+// an admin key unless admin_listen is a loopback address; /metrics, /readyz (in full) and
+// /healthz are open, for scrapers and probes that the network already limits.
+func (s *Server) AdminHandler() http.Handler { return s.mux(listenerAdmin) }
 
-// adminRoutes registers the operator's endpoints on mux, the admin calls behind guard.
-func (s *Server) adminRoutes(mux *http.ServeMux, guard func(http.HandlerFunc) http.HandlerFunc) {
-	mux.HandleFunc("POST /admin/replicas/{model}/{replica}", s.withRequestID(guard(s.handleReplicaState)))
-	mux.HandleFunc("POST /admin/refresh", s.withRequestID(guard(s.handleRefresh)))
-	mux.HandleFunc("POST /admin/reload", s.withRequestID(guard(s.handleReload)))
-	mux.HandleFunc("GET /admin/requests/{id}/trace", s.withRequestID(guard(s.handleRequestTrace)))
-	mux.HandleFunc("GET /readyz", s.withRequestID(s.handleReadyz))
-	mux.HandleFunc("GET /metrics", s.withRequestID(s.metrics.handler().ServeHTTP))
+// mux serves the routes of one listener, each behind what it asks of its caller; a path no
+// route takes is answered 404 (405 for a known path asked with another method).
+func (s *Server) mux(on listener) *http.ServeMux {
+	mux := http.NewServeMux()
+	var known []string
+	for _, rt := range s.routes() {
+		if !rt.servedOn(on) {
+			continue
+		}
+		h := s.guard(rt.access, on, rt.handler)
+		if !rt.bare {
+			h = s.withRequestID(h)
+		}
+		mux.HandleFunc(rt.pattern, h)
+		if _, path, ok := strings.Cut(rt.pattern, " "); ok && !strings.Contains(path, "{") {
+			known = append(known, path)
+		}
+	}
+	mux.HandleFunc("/", s.withRequestID(s.notFound(known)))
+	return mux
 }
 
 // Start begins the background work: active health probes, metrics scrapes, agent lease

@@ -106,8 +106,9 @@ func TestStalledClientIsCutOffAndHarmsNoOne(t *testing.T) {
 	}
 	gw.Start()
 	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() { srv.Close(); gw.Close() })
-	e := &env{t: t, srv: srv, gw: gw}
+	admin := httptest.NewServer(gw.AdminHandler()) // its /metrics
+	t.Cleanup(func() { srv.Close(); admin.Close(); gw.Close() })
+	e := &env{t: t, srv: srv, gw: gw, admin: admin}
 	e.client = openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 
 	id, _ := stalledClient(t, srv.URL, "endless", "Idempotency-Key", "stalled-1")

@@ -78,9 +78,11 @@ func (e *ended) WithGroup(string) slog.Handler      { return e }
 
 // tenantGW is one gateway of a tenants test.
 type tenantGW struct {
-	gw    *gateway.Server
-	url   string
-	ended *ended
+	gw  *gateway.Server
+	url string
+	// adminURL serves the gateway's AdminHandler.
+	adminURL string
+	ended    *ended
 }
 
 type tenantOptions struct {
@@ -115,11 +117,13 @@ func startTenantGW(t *testing.T, o tenantOptions) *tenantGW {
 		h = gw.AdminHandler()
 	}
 	srv := httptest.NewServer(h)
+	adminSrv := httptest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		srv.Close()
+		adminSrv.Close()
 		gw.Close()
 	})
-	return &tenantGW{gw: gw, url: srv.URL, ended: e}
+	return &tenantGW{gw: gw, url: srv.URL, adminURL: adminSrv.URL, ended: e}
 }
 
 func startSims(t *testing.T, n int) []*sim.Server {
@@ -485,9 +489,10 @@ func TestKeyLimitsRedisDown(t *testing.T) {
 	}
 }
 
+// metricsOf reads the gateway's /metrics where any scraper may: on its admin handler.
 func metricsOf(t *testing.T, g *tenantGW) string {
 	t.Helper()
-	return send(t, "GET", g.url+"/metrics", "", "").body
+	return send(t, "GET", g.adminURL+"/metrics", "", "").body
 }
 
 func grepLines(s, sub string) string {

@@ -22,7 +22,9 @@ const (
 	traceAdminKey  = "admin-key-0123456789"
 )
 
+// traceKeys also serves everything on one listener, where traces need the admin key.
 func traceKeys(c *config.Config, keys ...config.APIKey) {
+	c.AdminListen = ""
 	c.Auth.Keys = append([]config.APIKey{{ID: "client", Key: traceClientKey}}, keys...)
 	c.Auth.AdminKeys = []config.APIKey{{ID: "ops", Key: traceAdminKey}}
 }
@@ -31,7 +33,7 @@ func traceKeys(c *config.Config, keys ...config.APIKey) {
 // to end.
 func getTrace(t *testing.T, e *env, id, key string) (*http.Response, []byte) {
 	t.Helper()
-	return getTraceURL(t, e.srv.URL+"/admin/requests/"+id+"/trace?wait=20s", key)
+	return getTraceURL(t, e.operatorURL()+"/admin/requests/"+id+"/trace?wait=20s", key)
 }
 
 func getTraceURL(t *testing.T, url, key string) (*http.Response, []byte) {
