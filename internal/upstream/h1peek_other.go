@@ -1,0 +1,9 @@
+//go:build !linux
+
+package upstream
+
+// initPeek does nothing off Linux: an idle connection is reused without a look, and an
+// engine's earlier close shows as ErrServerClosedIdle.
+func (c *conn) initPeek() {}
+
+func (c *conn) idleBroken() bool { return false }
