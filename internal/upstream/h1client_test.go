@@ -12,8 +12,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/failover"
