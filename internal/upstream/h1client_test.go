@@ -168,6 +168,61 @@ func TestClientContentLength(t *testing.T) {
 	}
 }
 
+// A response closed before the end of its body closes its connection, even when nothing
+// of the body is left in the client's buffer: the rest is still on its way, and the
+// engine must see the close to stop. Bytes that come after a body's end, which no request
+// asked for, keep the connection out of the pool as well.
+func TestClientDropsConnectionsThatCannotCarryAnotherExchange(t *testing.T) {
+	for _, tc := range []struct {
+		name, rest string
+		read       func(*Response) error
+	}{
+		{"closed mid-body", "hello", func(r *Response) error {
+			n, err := r.Read(make([]byte, 8<<10))
+			if n != 5 || err != nil {
+				return fmt.Errorf("read %d, %v; want the 5 bytes sent", n, err)
+			}
+			return r.Close()
+		}},
+		{"bytes after the body", "hello, and more", func(r *Response) error {
+			body, err := readAll(r, 8<<10)
+			if string(body) != "hello, and" || err != nil {
+				return fmt.Errorf("%q, %v", body, err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			headRead, sawClose := make(chan struct{}), make(chan struct{})
+			s := startRaw(t, func(n int, c *net.TCPConn, rd *bufio.Reader) {
+				if n > 0 || !readRawRequest(rd) {
+					return
+				}
+				// The head alone first, so that the client's buffer holds nothing else.
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+				<-headRead
+				io.WriteString(c, tc.rest)
+				if _, err := rd.ReadByte(); err == io.EOF {
+					close(sawClose)
+				}
+			})
+			c := newClient(t, Options{})
+			resp, err := c.Do(context.Background(), postTo(s.base()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(headRead)
+			if err := tc.read(resp); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.pool.count(s.base()); n != 0 {
+				t.Fatalf("%d idle connections, want 0", n)
+			}
+			<-sawClose
+		})
+	}
+}
+
 // A connection is kept only when both sides allow it: a request with Close, a response
 // with Connection: close, an HTTP/1.0 response and a body delimited by the close all end
 // with the connection closed.

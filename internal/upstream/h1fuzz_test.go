@@ -80,14 +80,14 @@ type outcome struct {
 	body   []byte
 	err    error
 	pooled bool
+	unread int // bytes of the script the client never read from the connection
 }
 
 // playResponse has the client send a POST to an engine that answers script, step bytes
 // per read, and reads the body with a buffer of readSize bytes.
 func playResponse(script []byte, step, readSize int) outcome {
-	c, err := New(Options{Dial: func(context.Context, string, string) (net.Conn, error) {
-		return &memConn{script: script, step: step}, nil
-	}})
+	mc := &memConn{script: script, step: step}
+	c, err := New(Options{Dial: func(context.Context, string, string) (net.Conn, error) { return mc, nil }})
 	if err != nil {
 		panic(err)
 	}
@@ -95,11 +95,11 @@ func playResponse(script []byte, step, readSize int) outcome {
 	const base = "http://engine.test"
 	resp, err := c.Do(context.Background(), postTo(base))
 	if err != nil {
-		return outcome{err: err}
+		return outcome{err: err, unread: len(mc.script)}
 	}
 	body, err := readAll(resp, readSize)
 	resp.Close()
-	return outcome{status: resp.Status, body: body, err: err, pooled: c.pool.count(base) == 1}
+	return outcome{status: resp.Status, body: body, err: err, pooled: c.pool.count(base) == 1, unread: len(mc.script)}
 }
 
 // netHTTPResponse parses script with net/http, skipping 1xx responses as its transport does.
@@ -129,7 +129,12 @@ func FuzzParseResponse(f *testing.F) {
 			t.Fatalf("in one read: %v; cut into reads of %d: %v", whole.err, int(step)%64+1, cut.err)
 		}
 		if whole.err == nil {
-			if whole.status != cut.status || !bytes.Equal(whole.body, cut.body) || whole.pooled != cut.pooled {
+			// Bytes after the body that no request asked for keep a connection out of the
+			// pool when they were read with the body. Those a read did not reach stay in
+			// the socket, where the pool's look at an idle connection finds them (memConn
+			// cannot be looked at): only then may the two runs pool differently.
+			pooledAlike := whole.pooled == cut.pooled || (whole.pooled && whole.unread > 0) || (cut.pooled && cut.unread > 0)
+			if whole.status != cut.status || !bytes.Equal(whole.body, cut.body) || !pooledAlike {
 				t.Fatalf("in one read: %d %q pooled %v; cut: %d %q pooled %v",
 					whole.status, whole.body, whole.pooled, cut.status, cut.body, cut.pooled)
 			}

@@ -174,11 +174,9 @@ func (r *Response) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		in := p
-		if r.body.kind == bodyLength && int64(len(in)) > r.body.remain {
-			in = p[:r.body.remain]
-		}
-		m, rerr := cn.nc.Read(in)
+		// Not bounded by a length body's end: nothing may follow a response before the
+		// next request, so bytes that do are found here, and the connection dropped.
+		m, rerr := cn.nc.Read(p)
 		n := 0
 		if m > 0 {
 			var used int
