@@ -180,10 +180,11 @@ func write(cn *conn, head, body []byte) (int, error) {
 
 // dial opens a connection to t, with TLS for an https replica.
 func (c *Client) dial(ctx context.Context, key string, t target) (*conn, error) {
-	nc, err := c.opts.Dial(ctx, "tcp", t.addr)
+	tcp, err := c.opts.Dial(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
 	}
+	nc := tcp
 	if t.tls {
 		cfg := &tls.Config{}
 		if c.opts.TLS != nil {
@@ -193,14 +194,14 @@ func (c *Client) dial(ctx context.Context, key string, t target) (*conn, error) 
 			cfg.ServerName = serverName(t.host)
 		}
 		cfg.NextProtos = []string{"http/1.1"}
-		tc := tls.Client(nc, cfg)
+		tc := tls.Client(tcp, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
+			tcp.Close()
 			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
 		nc = tc
 	}
-	return newConn(nc, key, c.opts.ReadBufferSize), nil
+	return newConn(nc, tcp, key, c.opts.ReadBufferSize), nil
 }
 
 // serverName is host without its port and IPv6 brackets.

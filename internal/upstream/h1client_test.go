@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -645,12 +646,12 @@ func TestClientCancellation(t *testing.T) {
 		expectFailure(t, "body", err, failover.Uncertain, "timeout", false)
 	})
 	t.Run("writing a body the engine does not read", func(t *testing.T) {
-		accepted := make(chan struct{})
+		accepted, done := make(chan struct{}), make(chan struct{})
 		s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
 			close(accepted)
-			rd.Peek(1 << 10)
-			io.Copy(io.Discard, c) // only once the client has closed the connection
+			<-done // reading nothing, so the client's write fills the socket's buffers and waits
 		})
+		t.Cleanup(func() { close(done) }) // before the server closes
 		c := newClient(t, Options{})
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-accepted; cancel() }()
@@ -692,6 +693,12 @@ func TestClientTLS(t *testing.T) {
 	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/hold" {
+			io.WriteString(w, firstEvent)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
 		io.WriteString(w, "over tls")
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -699,6 +706,7 @@ func TestClientTLS(t *testing.T) {
 			conns.Add(1)
 		}
 	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusting client's handshake
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	c := newClient(t, Options{TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
@@ -716,8 +724,22 @@ func TestClientTLS(t *testing.T) {
 		t.Fatalf("%d connections, want 1", n)
 	}
 
+	// A cancel closes the socket under TLS at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	req := postTo(srv.URL)
+	req.Path = "/hold"
+	resp, err := c.Do(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFirstEvent(t, resp)
+	cancel()
+	if _, err := resp.Read(make([]byte, 8<<10)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after cancel: %v", err)
+	}
+
 	untrusted := newClient(t, Options{})
-	_, err := untrusted.Do(context.Background(), postTo(srv.URL))
+	_, err = untrusted.Do(context.Background(), postTo(srv.URL))
 	expectFailure(t, "untrusted certificate", err, failover.Dead, "dial_failed", true)
 }
 

@@ -19,7 +19,9 @@ type conn struct {
 	// reused: the connection has carried an exchange before this one.
 	reused bool
 	// abort closes the connection; it is the function context.AfterFunc runs when a
-	// request's context ends, made once so that each request does not allocate it.
+	// request's context ends, made once so that each request does not allocate it. It
+	// closes the socket itself, under any TLS: a TLS close first sends its close_notify,
+	// which can wait on a peer that reads nothing, and an abort must not wait.
 	abort func()
 
 	// raw and peek let the pool look at an idle socket without reading from it (h1peek).
@@ -33,10 +35,11 @@ type conn struct {
 	idleTimer *time.Timer
 }
 
-func newConn(nc net.Conn, key string, bufSize int) *conn {
+// newConn wraps nc, a connection over the socket tcp (nc itself without TLS).
+func newConn(nc, tcp net.Conn, key string, bufSize int) *conn {
 	c := &conn{nc: nc, key: key, buf: make([]byte, bufSize)}
-	c.abort = func() { c.nc.Close() }
-	c.initPeek()
+	c.abort = func() { tcp.Close() }
+	c.initPeek(tcp)
 	return c
 }
 

@@ -8,14 +8,9 @@ import (
 	"syscall"
 )
 
-// initPeek prepares the look at an idle socket, when the connection is one (a TCP
-// connection, or TLS over one).
-func (c *conn) initPeek() {
-	nc := c.nc
-	if t, ok := nc.(interface{ NetConn() net.Conn }); ok {
-		nc = t.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
+// initPeek prepares the look at an idle socket, when the connection is over one.
+func (c *conn) initPeek(tcp net.Conn) {
+	sc, ok := tcp.(syscall.Conn)
 	if !ok {
 		return
 	}
