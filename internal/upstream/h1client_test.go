@@ -830,3 +830,95 @@ func TestClientRunsNoGoroutinePerConnection(t *testing.T) {
 		t.Fatalf("%d connections after reuse, want %d", a, n)
 	}
 }
+
+// Large things go through whole: a request body of a long-context prompt (written from the
+// caller's slice, after the head), a response head larger than the connection's buffer
+// (which shrinks back once the head is read), and a trailer, within the limits and over them.
+func TestClientLargeBodiesHeadsAndTrailers(t *testing.T) {
+	t.Run("1 MiB request body", func(t *testing.T) {
+		e := startSSE(t, sseEvents(1))
+		c := newClient(t, Options{})
+		req := postTo(e.srv.URL)
+		req.Body = []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("long context ", 80<<10) + `"}]}`)
+		resp, err := c.Do(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(resp, 8<<10); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.last.Load(); got.body != string(req.Body) || got.contentLength != int64(len(req.Body)) {
+			t.Fatalf("the engine read %d bytes (Content-Length %d), want %d", len(got.body), got.contentLength, len(req.Body))
+		}
+	})
+
+	big := strings.Repeat("b", 20<<10)
+	responses := []string{
+		"HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T1: a\r\nX-T2: b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-T1: a\r\nX-T2: b\r\nX-T3: c\r\n\r\n",
+	}
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		for _, r := range responses {
+			if !readRawRequest(rd) {
+				return
+			}
+			io.WriteString(c, r)
+		}
+	})
+	c := newClient(t, Options{MaxHeaderFields: 2})
+	for i, r := range responses[:2] {
+		resp, err := c.Do(context.Background(), postTo(s.base()))
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if i == 0 && resp.Header.Get("X-Big") != big {
+			t.Fatalf("X-Big of %d bytes", len(resp.Header.Get("X-Big")))
+		}
+		if n, err := resp.Read(nil); n != 0 || err != nil {
+			t.Fatalf("Read(nil): %d, %v", n, err)
+		}
+		if body, err := readAll(resp, 8<<10); err != nil || string(body) != "ok" {
+			t.Fatalf("response %d (%.40q…): %q, %v", i, r, body, err)
+		}
+		idle := c.idleConns(s.base())
+		if len(idle) != 1 || len(idle[0].buf) != 4<<10 {
+			t.Fatalf("response %d: idle connections %d, buffer %d bytes; want 1 of 4 KiB", i, len(idle), len(idle[0].buf))
+		}
+	}
+	resp, err := c.Do(context.Background(), postTo(s.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(resp, 8<<10)
+	var pe *ProtocolError
+	if !errors.As(err, &pe) || pe.What != "trailer over the header limits" {
+		t.Fatalf("a trailer of 3 fields over a limit of 2: %v", err)
+	}
+}
+
+// A chunk size that arrives on its own, read straight into the caller's buffer, is
+// checked there as it is in the connection's.
+func TestClientMalformedChunkReadInPlace(t *testing.T) {
+	headRead := make(chan struct{})
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		if readRawRequest(rd) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			<-headRead
+			io.WriteString(c, "2\r\nok\r\nzz\r\n")
+			rd.ReadByte()
+		}
+	})
+	c := newClient(t, Options{})
+	resp, err := c.Do(context.Background(), postTo(s.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(headRead)
+	body, err := readAll(resp, 8<<10)
+	var pe *ProtocolError
+	if string(body) != "ok" || !errors.As(err, &pe) {
+		t.Fatalf("%q, %v", body, err)
+	}
+	expectFailure(t, "body", err, failover.Uncertain, "malformed_response", false)
+}
