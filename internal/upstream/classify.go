@@ -23,6 +23,11 @@ type Failure struct {
 	// Dial is true when no connection was established, so the request never reached the
 	// engine. It is always safe to rerun and marks the replica dead for the cooldown.
 	Dial bool
+	// Unsent is true when not one byte of the request was written (always with Dial), so
+	// the engine cannot have seen it: a rerun costs no prefill and cannot run the request
+	// twice. Without Dial it says nothing about the replica's health: a kept-alive
+	// connection was found broken as the request was about to go out on it.
+	Unsent bool
 }
 
 // ClassifyError classifies an error from sending the request or reading the response.
@@ -36,29 +41,56 @@ type Failure struct {
 //
 // The checks go in this order:
 //
-//  1. The dial failed: a *net.OpError with Op "dial" whatever it wraps, ECONNREFUSED, or a
-//     *net.DNSError. No connection was established, so the request never reached the
+//  1. The dial failed: a *net.OpError with Op "dial" whatever it wraps, ECONNREFUSED, a
+//     *net.DNSError, or the Client's *Error with Op OpDial (a TLS handshake that failed
+//     included). No connection was established, so the request never reached the
 //     engine. Dead with Dial set; reason "connection_refused", "dns_failed",
 //     "dial_timeout" (a dial that timed out is still a dial failure) or "dial_failed".
-//  2. The engine is proven dead after connecting: a reset from it (ECONNRESET, or EPIPE
-//     when writing) is Dead "connection_reset"; a FIN from it (io.EOF or
-//     io.ErrUnexpectedEOF, including net/http's "transport connection broken" errors that
-//     wrap io.EOF) is Dead "connection_closed".
-//  3. Everything else is Uncertain: ETIMEDOUT (the kernel gave up on an established
+//  2. The Client refused to write the request (ErrInvalidRequest): Dead
+//     "invalid_request"; nothing was sent.
+//  3. The engine is proven dead after connecting: it closed a kept-alive connection as it
+//     was reused (ErrServerClosedIdle, or net/http's "server closed idle connection") is
+//     Dead "connection_closed", whether its FIN or its reset came back; a reset from it
+//     (ECONNRESET, or EPIPE when writing) is Dead "connection_reset"; a FIN from it
+//     (io.EOF or io.ErrUnexpectedEOF, including net/http's "transport connection broken"
+//     errors that wrap io.EOF) is Dead "connection_closed".
+//  4. A response the Client could not parse (*ProtocolError) is Uncertain
+//     "malformed_response": the engine behind it may still be decoding.
+//  5. Everything else is Uncertain: ETIMEDOUT (the kernel gave up on an established
 //     connection after keepalive or retransmission timeouts; the engine may be alive
 //     behind a broken path) is "tcp_timeout", checked before the generic timeout because
 //     the errno reports Timeout() too; EHOSTUNREACH is "host_unreachable"; ENETUNREACH is
 //     "network_unreachable"; context.DeadlineExceeded, os.ErrDeadlineExceeded or any
 //     net.Error whose Timeout() is true is "timeout"; anything else is "transport_error".
+//
+// Unsent is set with Dial, and for the Client's *Error whose Sent is SentNothing.
 func ClassifyError(err error) Failure {
+	f := classifyCause(err)
+	var e *Error
+	if errors.As(err, &e) {
+		f.Unsent = f.Dial || e.Sent == SentNothing
+	} else {
+		f.Unsent = f.Dial || errors.Is(err, ErrInvalidRequest)
+	}
+	return f
+}
+
+func classifyCause(err error) Failure {
 	if f, ok := dialFailure(err); ok {
 		return f
 	}
+	var protoErr *ProtocolError
 	switch {
+	case errors.Is(err, ErrInvalidRequest):
+		return Failure{Class: failover.Dead, Reason: "invalid_request"}
+	case errors.Is(err, ErrServerClosedIdle), serverClosedIdle(err):
+		return Failure{Class: failover.Dead, Reason: "connection_closed"}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Failure{Class: failover.Dead, Reason: "connection_reset"}
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), serverClosedIdle(err):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return Failure{Class: failover.Dead, Reason: "connection_closed"}
+	case errors.As(err, &protoErr):
+		return Failure{Class: failover.Uncertain, Reason: "malformed_response"}
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return Failure{Class: failover.Uncertain, Reason: "tcp_timeout"}
 	case errors.Is(err, syscall.EHOSTUNREACH):
@@ -75,7 +107,8 @@ func ClassifyError(err error) Failure {
 func dialFailure(err error) (Failure, bool) {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	dialOp := errors.As(err, &opErr) && opErr.Op == "dial"
+	var own *Error
+	dialOp := (errors.As(err, &opErr) && opErr.Op == "dial") || (errors.As(err, &own) && own.Op == OpDial)
 	dns := errors.As(err, &dnsErr)
 	refused := errors.Is(err, syscall.ECONNREFUSED)
 	if !dialOp && !dns && !refused {

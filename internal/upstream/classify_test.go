@@ -465,3 +465,65 @@ func TestClassifyStatus(t *testing.T) {
 		t.Fatal("reason must carry the status")
 	}
 }
+
+// The client's own errors classify by their cause, as the table of docs/design.md §3 says,
+// and Unsent says whether any byte of the request can have reached the engine.
+func TestClassifyClientErrors(t *testing.T) {
+	const addr = "10.0.0.7:8000"
+	own := func(op Op, reused bool, sent Sent, err error) error {
+		return &Error{Op: op, Addr: addr, Reused: reused, Sent: sent, Err: err}
+	}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	type want struct {
+		class        failover.FailureClass
+		reason       string
+		dial, unsent bool
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want want
+	}{
+		{"dial refused", own(OpDial, false, SentNothing, dialError(addr, os.NewSyscallError("connect", syscall.ECONNREFUSED))),
+			want{failover.Dead, "connection_refused", true, true}},
+		{"TLS handshake failed", own(OpDial, false, SentNothing, fmt.Errorf("tls handshake: %w", errors.New("x509: unknown authority"))),
+			want{failover.Dead, "dial_failed", true, true}},
+		{"TLS handshake reset", own(OpDial, false, SentNothing, fmt.Errorf("tls handshake: %w", reset)),
+			want{failover.Dead, "dial_failed", true, true}},
+		{"context ended before the dial", own(OpDial, false, SentNothing, context.DeadlineExceeded),
+			want{failover.Dead, "dial_timeout", true, true}},
+		{"invalid request", fmt.Errorf("%w: path %q", ErrInvalidRequest, "x"), want{failover.Dead, "invalid_request", false, true}},
+		{"write reset, nothing sent", own(OpWrite, true, SentNothing, os.NewSyscallError("write", syscall.EPIPE)),
+			want{failover.Dead, "connection_reset", false, true}},
+		{"write reset, part sent", own(OpWrite, false, SentPart, os.NewSyscallError("write", syscall.ECONNRESET)),
+			want{failover.Dead, "connection_reset", false, false}},
+		{"reused connection closed before the head", own(OpReadHead, true, SentAll, errors.Join(ErrServerClosedIdle, io.EOF)),
+			want{failover.Dead, "connection_closed", false, false}},
+		{"reused connection reset before the head", own(OpReadHead, true, SentAll, errors.Join(ErrServerClosedIdle, reset)),
+			want{failover.Dead, "connection_closed", false, false}},
+		{"fresh connection closed before the head", own(OpReadHead, false, SentAll, io.EOF),
+			want{failover.Dead, "connection_closed", false, false}},
+		{"closed mid-body", own(OpReadBody, false, SentAll, io.ErrUnexpectedEOF), want{failover.Dead, "connection_closed", false, false}},
+		{"reset mid-body", own(OpReadBody, true, SentAll, reset), want{failover.Dead, "connection_reset", false, false}},
+		{"malformed head", own(OpReadHead, false, SentAll, &ProtocolError{What: "bad status line"}),
+			want{failover.Uncertain, "malformed_response", false, false}},
+		{"malformed chunk", own(OpReadBody, false, SentAll, &ProtocolError{What: "bad chunk size"}),
+			want{failover.Uncertain, "malformed_response", false, false}},
+		{"context deadline mid-body", own(OpReadBody, false, SentAll, context.DeadlineExceeded),
+			want{failover.Uncertain, "timeout", false, false}},
+		{"context cancelled while writing", own(OpWrite, false, SentPart, context.Canceled),
+			want{failover.Uncertain, "transport_error", false, false}},
+		{"ETIMEDOUT mid-body", own(OpReadBody, false, SentAll, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ETIMEDOUT)}),
+			want{failover.Uncertain, "tcp_timeout", false, false}},
+		{"EHOSTUNREACH mid-body", own(OpReadBody, false, SentAll, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.EHOSTUNREACH)}),
+			want{failover.Uncertain, "host_unreachable", false, false}},
+		{"net/http dial error is unsent", dialError(addr, os.NewSyscallError("connect", syscall.ECONNREFUSED)),
+			want{failover.Dead, "connection_refused", true, true}},
+		{"net/http read error is not", io.ErrUnexpectedEOF, want{failover.Dead, "connection_closed", false, false}},
+	} {
+		f := ClassifyError(tc.err)
+		if got := (want{f.Class, f.Reason, f.Dial, f.Unsent}); got != tc.want {
+			t.Errorf("%s: %v classified as %+v, want %+v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package upstream
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Request is one HTTP/1.1 request to a replica.
+type Request struct {
+	Method string // "POST", "GET", …
+	// Base is the replica's base URL, "http://host[:port]" or "https://host[:port]", as the
+	// configuration validates it. Connections are pooled per Base.
+	Base string
+	Path string // the origin-form target: "/v1/chat/completions", with any query
+	// Header holds the fields to send. Host, Content-Length, Transfer-Encoding, Connection,
+	// Keep-Alive, TE, Trailer and Upgrade are the client's to write and are refused here.
+	Header http.Header
+	// Body is sent with its Content-Length (also when empty, for POST, PUT and PATCH).
+	Body []byte
+	// Close asks the engine to close the connection after the response, and the client
+	// never pools it.
+	Close bool
+}
+
+// target is what a Base says about where and how to connect.
+type target struct {
+	addr string // host:port to dial
+	host string // the Host header
+	tls  bool
+}
+
+// parseBase splits a base URL without allocating when it names its port.
+func parseBase(base string) (target, error) {
+	var t target
+	host, ok := strings.CutPrefix(base, "http://")
+	port := ":80"
+	if !ok {
+		host, ok = strings.CutPrefix(base, "https://")
+		port, t.tls = ":443", true
+	}
+	host = strings.TrimSuffix(host, "/")
+	if !ok || host == "" || strings.ContainsAny(host, "/?#@ \t\r\n") {
+		return t, fmt.Errorf("%w: base URL %q is not http(s)://host[:port]", ErrInvalidRequest, base)
+	}
+	t.host, t.addr = host, host
+	if i, j := strings.LastIndexByte(host, ':'), strings.LastIndexByte(host, ']'); i <= j {
+		t.addr = host + port
+	}
+	return t, nil
+}
+
+// headers the client writes itself; a request that sets one is refused rather than
+// written with two framings.
+var ownHeaders = [...]string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"}
+
+// appendHead appends the request line and header of req to b.
+func appendHead(b []byte, req *Request, host string) ([]byte, error) {
+	if !httpguts.ValidHeaderFieldName(req.Method) {
+		return b, fmt.Errorf("%w: method %q", ErrInvalidRequest, req.Method)
+	}
+	if !validTarget(req.Path) {
+		return b, fmt.Errorf("%w: path %q", ErrInvalidRequest, req.Path)
+	}
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, req.Path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	for name, values := range req.Header {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return b, fmt.Errorf("%w: header name %q", ErrInvalidRequest, name)
+		}
+		for _, own := range ownHeaders {
+			if len(name) == len(own) && strings.EqualFold(name, own) {
+				return b, fmt.Errorf("%w: header %s is written by the client", ErrInvalidRequest, own)
+			}
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return b, fmt.Errorf("%w: value of header %s", ErrInvalidRequest, name)
+			}
+			b = append(b, name...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if req.Body != nil || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(req.Body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	if req.Close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	return append(b, "\r\n"...), nil
+}
+
+// validTarget accepts an origin-form target: a "/" then visible ASCII only.
+func validTarget(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// writeBufs pools the buffers requests are written from. A body up to inlineBody is
+// copied after the head and the two go out in one write; a larger one is written from the
+// caller's slice, after the head.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const (
+	inlineBody  = 16 << 10
+	maxPooledWB = 64 << 10
+)
