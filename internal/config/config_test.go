@@ -62,6 +62,11 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		base + "policy:\n  max_attempts: 99\n":                   "policy.max_attempts",
 		base + "policy:\n  idle_timeout: soon\n":                 "idle_timeout",
 		base + "policy:\n  retry_budget: {ratio: 2}\n":           "policy.retry_budget.ratio",
+		base + "policy:\n  rerun_engine_tools: always\n":                                                                   "policy.rerun_engine_tools",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n":                                                   "policy.rerun_engine_tools: idempotent_mcp_servers needs policy.idempotent_mcp_servers",
+		base + "policy:\n  idempotent_mcp_servers: [docs]\n":                                                                "policy.idempotent_mcp_servers: listed, but policy.rerun_engine_tools is never",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, '']\n":           "policy.idempotent_mcp_servers[1]",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, docs]\n":         "policy.idempotent_mcp_servers[1]",
 		base + "bogus: 1\n":                                      "bogus",
 		base + "auth:\n  keys: [{id: a, key: short}]\n":          "auth.keys[0].key",
 		"models:\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n":         "models[1].name",
@@ -170,5 +175,25 @@ auth:
 		if IsLoopback(hp) != want {
 			t.Errorf("IsLoopback(%s) = %v", hp, !want)
 		}
+	}
+}
+
+// policy.rerun_engine_tools is never unless the operator names the MCP servers whose tools
+// are idempotent.
+func TestRerunEngineTools(t *testing.T) {
+	base := "models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n"
+	c, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Policy.RerunEngineTools != RerunEngineToolsNever || c.Policy.IdempotentServers() != nil {
+		t.Fatalf("default %+v", c.Policy)
+	}
+	c, err = Parse([]byte(base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, weather]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Policy.IdempotentServers(); len(got) != 2 || got[0] != "docs" || got[1] != "weather" {
+		t.Fatalf("idempotent servers %v", got)
 	}
 }
