@@ -23,7 +23,8 @@ type Record struct {
 	CachedTokens   int       `json:"cached_tokens"`   // prompt tokens found in the prefix cache, summed over the sequences
 	TokensComputed int       `json:"tokens_computed"` // output tokens generated so far, all choices together
 	TokensSent     int       `json:"tokens_sent"`     // output tokens written and flushed to the client, all choices together
-	Fault          string    `json:"fault,omitempty"` // the fault spec applied to this request
+	ToolCalls      int       `json:"tool_calls,omitempty"` // calls of engine-run tools (--tool-server) that returned
+	Fault          string    `json:"fault,omitempty"`      // the fault spec applied to this request
 	Outcome        string    `json:"outcome"`         // "" while running, then one of the Outcome* values
 	Started        time.Time `json:"started"`
 	Ended          time.Time `json:"ended,omitzero"`
