@@ -80,10 +80,10 @@ type history struct {
 	producerAttempts int
 	// toolCalls is how many times the engines ran the request's engine-run tool: the
 	// counting tool server's calls made in the sessions of the request's engine records.
-	toolCalls        int
-	crashes          map[string][]time.Time
-	overloads        map[string][]time.Time
-	cuts             map[string][]window
+	toolCalls int
+	crashes   map[string][]time.Time
+	overloads map[string][]time.Time
+	cuts      map[string][]window
 }
 
 // checker collects the histories of a run.

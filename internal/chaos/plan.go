@@ -38,13 +38,13 @@ type request struct {
 	ignoreEOS bool
 	// includeUsage and continuousUsage are the client's own stream_options.
 	includeUsage, continuousUsage bool
-	tools                         bool   // the answer must be one tool call (chat "required", Messages "any", Responses "required")
+	tools                         bool // the answer must be one tool call (chat "required", Messages "any", Responses "required")
 	// engineTool: a Responses request with an mcp tool the engine runs itself (on the run's
 	// counting tool server) before it answers; it must never run twice for the request.
 	engineTool bool
-	base64                        bool   // embeddings: encoding_format base64
-	fault                         string // X-Sim-Fault, "" for none
-	faultKind                     string // the label the report counts the fault under
+	base64     bool   // embeddings: encoding_format base64
+	fault      string // X-Sim-Fault, "" for none
+	faultKind  string // the label the report counts the fault under
 	// continues is the plan index of an earlier Responses request whose response this one
 	// continues (previous_response_id), or -1. prevID is that response's id, known once the
 	// earlier client saw it complete; "" sends the request as a fresh one (continueSkipped).
