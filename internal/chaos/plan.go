@@ -331,11 +331,9 @@ func drawRequest(i int, cfg Config, rng *rand.Rand, earlier []request) request {
 			point, replica = embedPoints[rng.IntN(len(embedPoints))], fmt.Sprintf("embed-%d", 1+rng.IntN(cfg.EmbedReplicas))
 		}
 		r.fault = fmt.Sprintf("%s@%s;on=%s", action, point, replica)
-		if r.engineTool && rng.Float64() < shareToolPoint && action != "status:429" && action != "status:503" {
+		if r.engineTool && rng.Float64() < shareToolPoint {
 			// Right after the engine ran the tool, on whichever replica runs it: a rerun
-			// that ran it again would show as a second call. Not a 429 or 503: those say
-			// the engine did not take the request in (docs/design.md §5), and an engine
-			// that says so after it acted defeats any gateway.
+			// that ran it again would show as a second call.
 			r.fault = action + "@tool:1"
 		}
 		r.faultKind = action

@@ -25,9 +25,11 @@ func TestEngineToolsPolicy(t *testing.T) {
 		acted     bool // the attempt records that the engine may have acted
 	}{
 		{"refused dial reruns", true, false, Event{Failure: Dead, Reason: "connection_refused", Dial: true}, true, "", false},
-		{"engine 429 reruns", false, false, Event{Failure: Overloaded, Reason: "engine_status_429", Status: 429, Err: engine429}, true, "", false},
-		{"engine 503 reruns", false, false, Event{Failure: Overloaded, Reason: "engine_status_503", Status: 503, Err: engine503}, true, "", false},
+		{"a stream's 429 status reruns", true, false, Event{Failure: Overloaded, Reason: "engine_status_429", Status: 429, Err: engine429}, true, "", false},
+		{"a stream's 503 status reruns", true, false, Event{Failure: Overloaded, Reason: "engine_status_503", Status: 503, Err: engine503}, true, "", false},
 		{"a stream's 500 status reruns", true, false, Event{Failure: Dead, Reason: "engine_status_500", Status: 500, Err: engine500}, true, "", false},
+		{"a whole answer's 429 may follow the tool", false, false, Event{Failure: Overloaded, Reason: "engine_status_429", Status: 429, Err: engine429}, false, "upstream_failed_after_tool_use", true},
+		{"a whole answer's 503 may follow the tool", false, false, Event{Failure: Overloaded, Reason: "engine_status_503", Status: 503, Err: engine503}, false, "upstream_failed_after_tool_use", true},
 		{"a whole answer's 500 may follow the tool", false, false, Event{Failure: Dead, Reason: "engine_status_500", Status: 500, Err: engine500}, false, "upstream_failed_after_tool_use", true},
 		{"a whole answer's 400 may follow the tool", false, false, Event{Failure: Rejected, Reason: "engine_status_400", Status: 400, Err: engine400}, false, "bad", true},
 		{"reset", true, false, Event{Failure: Dead, Reason: "connection_reset"}, false, "upstream_failed_after_tool_use", true},

@@ -61,22 +61,14 @@ func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now t
 
 // neverStarted reports whether a failed attempt's event proves that the engine never
 // started the request, so that no tool it runs can have acted: the dial failed (the body
-// never reached the engine), or the engine answered with an error status instead of an
-// answer where that status comes before anything runs. 429 and 503 are an engine's "busy"
-// refusals of a request it did not take in. For a stream, any status does: vLLM and SGLang
-// send a stream's status before they run anything, and run the tools while they stream.
-// For a whole answer another status proves nothing: vLLM answers a request whose
-// generation failed after its tools ran with a 500, SGLang with a 400.
+// never reached the engine), or, for a stream, the engine answered with an error status
+// instead: vLLM and SGLang send a stream's status before they run anything, and run the
+// tools while they stream. A whole answer's status proves nothing, not even a 429 or 503:
+// the engine sends it once it is done with the request, whatever it did before (vLLM
+// answers a generation that failed after its tools ran with a 500, SGLang with a 400), and
+// nothing tells a refusal at admission from one after the tools ran.
 func (m *Machine) neverStarted(ev Event) bool {
-	switch {
-	case ev.Dial:
-		return true
-	case ev.Status == 429, ev.Status == 503:
-		return true
-	case ev.Status != 0 && m.cfg.Stream:
-		return true
-	}
-	return false
+	return ev.Dial || (ev.Status != 0 && m.cfg.Stream)
 }
 
 // engineToolsUnsafe reports whether the request lets the engine run tools that the

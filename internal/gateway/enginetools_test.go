@@ -260,7 +260,8 @@ func TestIdempotentMCPServerReruns(t *testing.T) {
 // Built-in tools the simulator cannot run (web_search, file_search, image_generation: run
 // by OpenAI's servers, by no engine fencegate fronts today) are engine-run all the same:
 // once the request reached the engine, no rerun. A failure that proves the engine never
-// started it is rerun: a refused dial, a 503, or for a stream any status before it.
+// started it is rerun: a refused dial, or for a stream any status before it. A whole
+// answer's status, a 503 included, comes after whatever the engine did.
 func TestServerToolsNotRunBySimulator(t *testing.T) {
 	decls := []map[string]any{
 		{"type": "web_search"},
@@ -277,7 +278,8 @@ func TestServerToolsNotRunBySimulator(t *testing.T) {
 			{"drop@accept;on=sim-1", false, false},
 			{"status:500@accept;on=sim-1", false, false}, // a whole answer's 500 may follow the tool
 			{"status:500@accept;on=sim-1", true, true},   // a stream's status comes before it
-			{"status:503@accept;on=sim-1", false, true},
+			{"status:503@accept;on=sim-1", false, false},
+			{"status:503@accept;on=sim-1", true, true},
 		} {
 			t.Run(fmt.Sprintf("%s/%s/stream=%v", decl["type"], c.fault, c.stream), func(t *testing.T) {
 				ts := startToolServer(t, "tickets")
