@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/trace"
 )
 
@@ -26,6 +27,9 @@ headers, reads the whole answer, and compares what it says with what the origina
 received (docs/design.md §7, Traces). Credentials are never in a trace: give
 them with --header 'Authorization: Bearer KEY'. The Idempotency-Key is not resent (the same
 key would get the stored answer back, not a new run) unless given with --header.
+A request whose engine runs tools itself (a Responses request's mcp, code_interpreter,
+web_search_preview, ... tools) is not resent unless --rerun-engine-tools is given: its
+engine would run them again (docs/design.md §5).
 
 Exit status: 0 when the replay agrees (identical, same_point, extends), 1 when it does not
 (diverges, stops_earlier, unknown), 2 on a usage, file or connection error.
@@ -66,6 +70,8 @@ type replayOptions struct {
 	headers http.Header
 	json    bool
 	timeout time.Duration
+	// engineTools: resend a request whose engine runs tools itself.
+	engineTools bool
 }
 
 func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
@@ -79,6 +85,7 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
 	fs.StringVar(&o.url, "url", "", "where to send the request: a gateway's or an engine's base URL (required: a trace names no gateway)")
 	fs.Var(&headers, "header", "an extra request header 'Name: value', e.g. 'Authorization: Bearer KEY' (repeatable; replaces a kept header of that name)")
 	fs.BoolVar(&o.json, "json", false, "print the comparison as one JSON object")
+	fs.BoolVar(&o.engineTools, "rerun-engine-tools", false, "resend a request whose engine runs tools itself (mcp, code_interpreter, ...), which runs them again")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up on the replay's answer after this long")
 	// The trace file may come before or after the flags.
 	var files []string
@@ -129,6 +136,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	doc, err := readTraceFile(o.file)
 	if err != nil {
 		return &exitStatus{code: 2, err: err}
+	}
+	if tools := engineTools(doc); len(tools) > 0 && !o.engineTools {
+		return usageError("replay: the request lets the engine run tools itself (%s): resending it runs them again; give --rerun-engine-tools to resend it anyway",
+			strings.Join(tools, ", "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -253,4 +264,21 @@ func writeComparison(w io.Writer, doc *trace.Document, got trace.Received, c tra
 	if c.Original != "" || c.Replay != "" {
 		fmt.Fprintf(w, "  choice %d, byte %d:\n    original: %q\n    replay:   %q\n", c.Choice, c.Offset, c.Original, c.Replay)
 	}
+}
+
+// engineTools names the tools of the trace's request that an engine runs itself: those of
+// a Responses body, or, when the body does not say, "an engine-run tool" if an attempt
+// records that the engine may have acted.
+func engineTools(doc *trace.Document) []string {
+	if doc.Request.Path == openai.Responses.Path() {
+		if r, e := openai.ParseRequest(openai.Responses, requestBody(doc.Request.Body)); e == nil && r.EngineTools.Any() {
+			return r.EngineTools.Types
+		}
+	}
+	for _, a := range doc.Attempts {
+		if a.EngineMayHaveActed {
+			return []string{"an engine-run tool"}
+		}
+	}
+	return nil
 }

@@ -176,3 +176,43 @@ func TestReplayUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A request whose engine runs tools itself is not resent by default: its engine would run
+// them again. --rerun-engine-tools resends it; the counting tool server then sees a second
+// call.
+func TestReplayRefusesEngineRunTools(t *testing.T) {
+	ts, err := sim.StartToolServer("tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	s, err := sim.Start(sim.Config{Name: "tools", Model: "sim-model", ToolServers: []string{ts.URL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	doc := trace.Document{Format: trace.Format, RequestID: "req_x", Source: "gateway",
+		Request: trace.Request{Method: http.MethodPost, Path: "/v1/responses",
+			Body: json.RawMessage(`{"model":"sim-model","input":"open a ticket","max_output_tokens":4,"tools":[{"type":"mcp","server_label":"tickets"}]}`)},
+		Attempts: []trace.Attempt{{ID: "req_x.a1", N: 1, Replica: "tools", EngineMayHaveActed: true}}}
+	b, _ := json.Marshal(doc)
+	path := filepath.Join(t.TempDir(), "trace.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"replay", path, "--url", s.URL()}, &out, &errOut)
+	var st *exitStatus
+	if !errors.As(err, &st) || st.code != 2 || !strings.Contains(err.Error(), "engine run tools itself (mcp)") || !strings.Contains(err.Error(), "--rerun-engine-tools") {
+		t.Fatalf("replay: %v", err)
+	}
+	if n := ts.Count("create_ticket"); n != 0 {
+		t.Fatalf("the refused replay ran the tool %d times", n)
+	}
+	if _, status := runReplay(t, path, "--url", s.URL(), "--rerun-engine-tools"); status == 2 {
+		t.Fatalf("the replay with --rerun-engine-tools was refused")
+	}
+	if n := ts.Count("create_ticket"); n != 1 {
+		t.Fatalf("the tool ran %d times on the replay", n)
+	}
+}

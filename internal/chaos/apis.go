@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/enginetool"
 	"github.com/fencegate/fencegate/internal/gateway"
 )
 
@@ -292,6 +293,9 @@ func readResponsesStream(h *history, fail failFunc) *stream {
 			fail(rShape, "event %q after the error event, where response.failed must come", name)
 			break
 		}
+		if (ev.Item != nil && enginetool.AnnouncesEngineCall([]byte(ev.Item.Type))) || enginetool.EngineCallEvent([]byte(ev.Type)) {
+			st.engineCall = true
+		}
 		if it := ev.Item; it != nil && it.Type == "function_call" {
 			if want := gateway.ResponsesCallID(s.requestID, ev.OutputIndex, responsesShapeID); it.CallID != want {
 				fail(rToolID, "function_call %d in %s has call_id %q, want %q (derived from the request id)", ev.OutputIndex, name, it.CallID, want)
@@ -302,6 +306,11 @@ func readResponsesStream(h *history, fail failFunc) *stream {
 		case "response.created", "response.queued", "response.in_progress":
 			if ev.Response != nil && st.responseID == "" {
 				st.responseID = ev.Response.ID
+			}
+		case "response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta":
+			if ev.Delta != nil && *ev.Delta != "" {
+				st.deltas++
+				st.engineArgs += *ev.Delta
 			}
 		case "response.output_text.delta", "response.function_call_arguments.delta":
 			piece := ""
@@ -350,7 +359,7 @@ func readResponsesStream(h *history, fail failFunc) *stream {
 				fail(rShape, "response.failed names response %s, but the client's response.created named %s", ev.Response.ID, st.responseID)
 			}
 		}
-		st.tokens[0] = words(st.text[0]) + argumentTokens(st.toolArgs[0])
+		st.tokens[0] = words(st.text[0]) + argumentTokens(st.toolArgs[0]) + argumentTokens(st.engineArgs)
 	}
 	if st.errEvent != nil && !failed && !s.left && !s.stalled {
 		fail(rShape, "the error event is not followed by a terminal response.failed")
@@ -361,7 +370,9 @@ func readResponsesStream(h *history, fail failFunc) *stream {
 // whole is what the checker reads of a whole (non-streamed) answer.
 type whole struct {
 	text, toolName, toolArgs, finish string
-	usage                            *int
+	// engineArgs is the text of the engine-run tool calls the answer lists.
+	engineArgs string
+	usage      *int
 }
 
 // judgeWhole checks a whole answer of the Messages or Responses API, or embeddings: the
@@ -420,7 +431,7 @@ func judgeWhole(h *history, fail failFunc) string {
 	if !r.tools && w.finish != want.finish {
 		fail(rSplice, "the whole answer finished %q, %s finishes it %q", w.finish, served, want.finish)
 	}
-	tokens := words(want.text) + argumentTokens(ans.choices[0].toolArgs)
+	tokens := words(want.text) + argumentTokens(ans.choices[0].toolArgs) + argumentTokens(w.engineArgs)
 	if w.usage == nil || *w.usage != tokens {
 		fail(rTokens, "the answer's usage says %s output tokens, the answer has %d", fmtPtr(w.usage), tokens)
 	}
@@ -498,6 +509,8 @@ func readResponsesWhole(raw []byte, requestID string, fail failFunc) (whole, err
 			}
 		case "function_call":
 			w.toolName, w.toolArgs = item.Name, item.Arguments
+		case "mcp_call", "code_interpreter_call":
+			w.engineArgs += item.Arguments
 		}
 	}
 	w.finish = responsesFinish(resp.Status)

@@ -26,6 +26,9 @@ type Config struct {
 	Seed          uint64 // the same seed gives the same fault plan
 	// FaultRate is the share of requests that carry a fault (default 0.6).
 	FaultRate float64
+	// EngineTools is the share of the Responses requests (those that neither continue one
+	// nor call a function) that let the engine run a tool itself (default 0.25).
+	EngineTools float64
 	// DecodePerToken slows the replicas so that faults land mid-stream (default 2ms).
 	DecodePerToken time.Duration
 	// Rate paces the requests (per second, default 150): without it, a pool that sheds
@@ -58,6 +61,9 @@ func (c *Config) defaults() {
 	}
 	if c.FaultRate == 0 {
 		c.FaultRate = 0.6
+	}
+	if c.EngineTools == 0 {
+		c.EngineTools = shareEngineTool
 	}
 	if c.DecodePerToken == 0 {
 		c.DecodePerToken = 2 * time.Millisecond
@@ -366,7 +372,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return Report{}, fmt.Errorf("replica %s did not come back: %w", s.Name(), err)
 		}
 	}
-	c := checker{clients: cl, sims: reps.sims, agents: reps.agents, fenced: cfg.Fenced, toolIDs: reps.toolIDs,
+	c := checker{clients: cl, sims: reps.sims, agents: reps.agents, fenced: cfg.Fenced, toolIDs: reps.toolIDs, tools: reps.tools,
 		intervals: reps.intervals, answers: map[string]answer{}, cuts: hb.merged(reps.cuts)}
 	rep := c.check(ctx, plan)
 	if !closeWithin(srv, closeWait) {

@@ -23,7 +23,7 @@ func requireEveryAPI(t *testing.T, rep Report) {
 			t.Errorf("the run completed no %s request", api)
 		}
 	}
-	for _, kind := range []string{"continues", "error:hang", "whole"} {
+	for _, kind := range []string{"continues", "error:hang", "whole", "engine-tool"} {
 		if rep.ByKind[kind] == nil {
 			t.Errorf("the run has no %s request", kind)
 		}
@@ -65,4 +65,24 @@ func TestFencedChaosKeepsTheContract(t *testing.T) {
 	}
 	requireEveryAPI(t, rep)
 	requireContract(t, rep)
+}
+
+// Requests whose engine runs a tool itself, under a heavy fault rate (a share of the faults
+// right after the tool ran, tool:1): the tool never runs twice for one request, in direct
+// and fenced mode, and every client that lost its answer after the tool ran is told so.
+func TestChaosEngineToolsRunOnce(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		rep, err := Run(ctx, Config{Requests: 120, Concurrency: 8, Seed: 23, FaultRate: 0.9, EngineTools: 1, Fenced: fenced})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := rep.ByKind["engine-tool"]
+		if k == nil || k.Endings["interrupted"]+k.Endings["failed"] == 0 || k.Endings["completed"] == 0 {
+			t.Errorf("fenced=%v: the run did not interrupt and complete engine-tool requests: %+v", fenced, k)
+		}
+		t.Logf("fenced=%v: %s\n%s", fenced, rep, rep.Kinds())
+		requireContract(t, rep)
+	}
 }

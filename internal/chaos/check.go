@@ -78,9 +78,12 @@ type history struct {
 	producedAt time.Time
 	// producerAttempts is how many attempts the request that made it ran.
 	producerAttempts int
-	crashes          map[string][]time.Time
-	overloads        map[string][]time.Time
-	cuts             map[string][]window
+	// toolCalls is how many times the engines ran the request's engine-run tool: the
+	// counting tool server's calls made in the sessions of the request's engine records.
+	toolCalls int
+	crashes   map[string][]time.Time
+	overloads map[string][]time.Time
+	cuts      map[string][]window
 }
 
 // checker collects the histories of a run.
@@ -105,6 +108,8 @@ type checker struct {
 	cuts               map[string][]window
 	// held lists, by replica, the attempts its agent held under a lease.
 	held map[string]map[string]bool
+	// tools is the counting MCP server of the engines' engine-run tool (nil: none).
+	tools *sim.ToolServer
 }
 
 // KindStats counts the requests of one kind (a fault, a client behaviour, a request
@@ -215,6 +220,7 @@ func (c *checker) collect(ctx context.Context, r *request) *history {
 	}
 	h.journal, h.journalErr = c.clients.waitDone(ctx, id, 10*time.Second)
 	h.records = c.records(ctx, id, h.recordOn)
+	h.toolCalls = c.toolCallsOf(h.records)
 	for _, a := range h.journal.Attempts {
 		if _, ok := h.answers[a.Replica]; !ok {
 			h.answers[a.Replica] = c.reference(ctx, a.Replica, r)
@@ -472,4 +478,23 @@ func errorCode(s seen) string {
 		}
 	}
 	return ""
+}
+
+// toolCallsOf counts the calls of the engine-run tool made for records: vLLM opens a tool
+// server session per engine request, named by its id (x-session-id).
+func (c *checker) toolCallsOf(records []sim.Record) int {
+	if c.tools == nil {
+		return 0
+	}
+	ids := map[string]bool{}
+	for _, rec := range records {
+		ids[rec.ID] = true
+	}
+	n := 0
+	for _, call := range c.tools.Actions() {
+		if ids[call.Session] {
+			n++
+		}
+	}
+	return n
 }

@@ -302,3 +302,32 @@ func TestTokensAreCountedAsTheSimCutsThem(t *testing.T) {
 		}
 	}
 }
+
+// An engine-run tool that ran twice for one request breaks its own rule, whatever else
+// the history says; once it ran, the client's error must say so and not be retryable.
+func TestCheckerReportsAToolRunTwice(t *testing.T) {
+	h := cleanHistory(1)
+	h.req.engineTool, h.toolCalls = true, 1
+	if got := rules(h); len(got) > 0 {
+		t.Errorf("a request whose tool ran once was reported: %q", got)
+	}
+	h.toolCalls = 2
+	requireRule(t, h, rToolTwice)
+	h.req.engineTool, h.toolCalls = false, 1
+	requireRule(t, h, rToolTwice)
+
+	// The tool ran, then the attempt failed and the client got an error that invites a retry.
+	h = cleanHistory(1)
+	setEvents(h)
+	h.req.engineTool, h.toolCalls = true, 1
+	h.req.seen.status = http.StatusBadGateway
+	h.journal.Outcome, h.journal.FirstDeltaSent, h.journal.DeliveredOutputTokens = "failed", false, 0
+	h.journal.Attempts[0].EndReason, h.journal.Attempts[0].Failure = "connection_reset", "dead"
+	h.records[0].Outcome = sim.OutcomeReset
+	h.req.seen.raw = []byte(`{"error":{"message":"replica sim-1 failed","type":"upstream_error","param":null,"code":"upstream_unavailable","retryable":true}}`)
+	requireRule(t, h, rClass)
+	h.req.seen.raw = []byte(`{"error":{"message":"a tool may have run","type":"upstream_error","param":null,"code":"upstream_failed_after_tool_use","retryable":false}}`)
+	if got := rules(h); len(got) > 0 {
+		t.Errorf("the honest error was reported: %q", got)
+	}
+}

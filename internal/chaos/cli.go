@@ -55,6 +55,7 @@ Flags:
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "simulated replicas (2 with --target or --exhaustive, unless set)")
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the fault plan")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.6, "share of requests that carry a fault (in-process run)")
+	fs.Float64Var(&cfg.EngineTools, "engine-tools", 0.25, "share of the plain Responses requests that let the engine run a tool itself, on a counting MCP server (in-process run)")
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", 2*time.Millisecond, "simulated decode time per token (10ms with --target or --exhaustive, unless set)")
 	fs.Float64Var(&cfg.Rate, "rate", 150, "requests started per second (in-process run)")
 	fs.BoolVar(&cfg.Fenced, "fenced", false, "put an agent (behind a fault proxy) in front of every replica")

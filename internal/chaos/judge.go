@@ -66,10 +66,18 @@ type stream struct {
 	deltas int
 	// responseID is the Responses answer's id, as its response.created named it.
 	responseID string
+	// engineCall says an item announcing an engine-run tool's call reached the client;
+	// engineArgs is the call's text its deltas carried (the engine counts it in output
+	// tokens).
+	engineCall bool
+	engineArgs string
 }
 
 // output reports whether anything output-bearing reached the client.
 func (st *stream) output() bool {
+	if st.engineCall {
+		return true
+	}
 	for i := range st.text {
 		if st.text[i] != "" || st.toolArgs[i] != "" || st.toolName[i] != "" || st.finish[i] != "" {
 			return true
@@ -145,6 +153,7 @@ const (
 	rToolID         = "tool-id"         // a tool call id not derived from the request id
 	rClass          = "class"           // a failure classified against the evidence (a silent engine called dead)
 	rPinned         = "pinned"          // a continuation of a stored response ran elsewhere than its replica, or was refused without cause
+	rToolTwice      = "tool-twice"      // an engine-run tool executed twice for one logical request
 	rRun            = "run"             // the run itself did not end cleanly
 )
 
@@ -199,6 +208,7 @@ func judge(h *history) (string, []violation) {
 		outcome, st = judgeStream(h, fail)
 	}
 	judgeAttempts(h, fail)
+	judgeEngineTool(h, st, fail)
 	judgeClient(h, st, fail)
 	judgeRetries(h, fail)
 	judgeContinuation(h, fail)
@@ -231,8 +241,8 @@ func judgeError(h *history, fail failFunc) string {
 // upstream_protocol_error (a stream the gateway closed itself), or the engine's own error.
 func judgeUnfencedError(h *history, code string, fail failFunc) {
 	n := len(h.journal.Attempts)
-	if h.fenced || n == 0 || h.journal.Attempts[n-1].Failure != "uncertain" {
-		return
+	if h.fenced || n == 0 || h.journal.Attempts[n-1].Failure != "uncertain" || h.req.engineTool {
+		return // a request whose engine runs tools is judged by judgeEngineTool
 	}
 	last := h.journal.Attempts[n-1]
 	want := "upstream_unresponsive"
@@ -417,7 +427,7 @@ func judgeStream(h *history, fail failFunc) (string, *stream) {
 			return "rerun-completed", st
 		}
 		return "completed", st
-	case st.errEvent != nil && st.errEvent.Code == "upstream_decode_interrupted":
+	case st.errEvent != nil && (st.errEvent.Code == "upstream_decode_interrupted" || (r.engineTool && st.errEvent.Code == engineActedCode && st.output())):
 		e := st.errEvent
 		if e.PartialOutput == nil || !*e.PartialOutput || e.Retryable == nil || *e.Retryable || e.RequestID != s.requestID {
 			fail(rShape, "interruption event is not a partial, non-retryable error of this request: %+v", *e)
@@ -747,3 +757,43 @@ func fmtPtr(p *int) string {
 }
 
 func clock(t time.Time) string { return t.Format("15:04:05.000000") }
+
+// engineActedCode is the error of a request not rerun because its engine may have run a
+// tool (docs/design.md §5).
+const engineActedCode = "upstream_failed_after_tool_use"
+
+// judgeEngineTool checks a request whose engine runs a tool itself: the tool ran at most
+// once for it, whatever failed and whoever retried; and once it ran, an error the client
+// got says so and is not retryable (a client that sends the request again runs it again).
+func judgeEngineTool(h *history, st *stream, fail failFunc) {
+	if h.toolCalls > 1 {
+		fail(rToolTwice, "the engine-run tool ran %d times for this request (over %d attempts): a rerun acted again", h.toolCalls, len(h.journal.Attempts))
+	}
+	if h.toolCalls > 0 && !h.req.engineTool {
+		fail(rToolTwice, "the engines ran a tool for a request that declared none")
+	}
+	if h.toolCalls == 0 || !h.req.engineTool {
+		return
+	}
+	s := &h.req.seen
+	var e *apiError
+	switch {
+	case st != nil:
+		e = st.errEvent
+	case s.status != http.StatusOK:
+		e, _ = errorBodyProblem(h.req, s.status, s.raw)
+	}
+	if e == nil {
+		return
+	}
+	if e.Code != engineActedCode || e.Retryable == nil || *e.Retryable {
+		fail(rClass, "the engine ran the tool, then the client got %q (retryable %s), not a non-retryable %s", e.Code, fmtBoolPtr(e.Retryable), engineActedCode)
+	}
+}
+
+func fmtBoolPtr(b *bool) string {
+	if b == nil {
+		return "absent"
+	}
+	return fmt.Sprint(*b)
+}

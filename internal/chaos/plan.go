@@ -38,10 +38,13 @@ type request struct {
 	ignoreEOS bool
 	// includeUsage and continuousUsage are the client's own stream_options.
 	includeUsage, continuousUsage bool
-	tools                         bool   // the answer must be one tool call (chat "required", Messages "any", Responses "required")
-	base64                        bool   // embeddings: encoding_format base64
-	fault                         string // X-Sim-Fault, "" for none
-	faultKind                     string // the label the report counts the fault under
+	tools                         bool // the answer must be one tool call (chat "required", Messages "any", Responses "required")
+	// engineTool: a Responses request with an mcp tool the engine runs itself (on the run's
+	// counting tool server) before it answers; it must never run twice for the request.
+	engineTool bool
+	base64     bool   // embeddings: encoding_format base64
+	fault      string // X-Sim-Fault, "" for none
+	faultKind  string // the label the report counts the fault under
 	// continues is the plan index of an earlier Responses request whose response this one
 	// continues (previous_response_id), or -1. prevID is that response's id, known once the
 	// earlier client saw it complete; "" sends the request as a fresh one (continueSkipped).
@@ -126,6 +129,13 @@ const toolParameters = `{"type":"object","properties":{"city":{"type":"string"},
 // toolSchema is the function in the chat shape.
 const toolSchema = `{"type":"function","function":{"name":"lookup","parameters":` + toolParameters + `}}`
 
+// engineToolLabel is the server_label of the run's engine-run mcp tool, and the name of
+// the counting MCP server the engines call for it; engineToolDecl declares it.
+const (
+	engineToolLabel = "tickets"
+	engineToolDecl  = `{"type":"mcp","server_label":"` + engineToolLabel + `","server_url":"http://tickets.chaos/mcp","require_approval":"never"}`
+)
+
 // embedModel is the embedding pool's model.
 const embedModel = "sim-embed"
 
@@ -147,6 +157,9 @@ func (r *request) body(stream bool) []byte {
 		if r.tools {
 			m["tools"] = []json.RawMessage{json.RawMessage(`{"type":"function","name":"lookup","parameters":` + toolParameters + `}`)}
 			m["tool_choice"] = "required"
+		}
+		if r.engineTool {
+			m["tools"] = []json.RawMessage{json.RawMessage(engineToolDecl)}
 		}
 		if r.prevID != "" {
 			m["previous_response_id"] = r.prevID
@@ -232,6 +245,11 @@ const (
 	shareStreamed = 0.70 // streamed (the rest are whole answers)
 	shareAPITools = 0.12 // answered with a tool call
 	shareContinue = 0.35 // of the Responses requests: continue an earlier one's response
+	// shareEngineTool of the other Responses requests let the engine run a tool itself (the
+	// default of Config.EngineTools); shareToolPoint of their faults fire right after it ran
+	// (tool:1).
+	shareEngineTool = 0.25
+	shareToolPoint  = 0.40
 	// continueWindow is how far back a continuation looks for the response it continues:
 	// near enough that its client is done or soon will be.
 	continueWindow = 24
@@ -296,6 +314,9 @@ func drawRequest(i int, cfg Config, rng *rand.Rand, earlier []request) request {
 		if r.endpoint == "responses" && rng.Float64() < shareContinue {
 			r.continues = continuable(earlier, rng)
 		}
+		if r.endpoint == "responses" && !r.tools && r.continues < 0 && rng.Float64() < cfg.EngineTools {
+			r.engineTool = true
+		}
 	case "embeddings":
 		r.stream, r.ignoreEOS = false, false
 		if rng.Float64() < shareTwoInputs {
@@ -310,6 +331,11 @@ func drawRequest(i int, cfg Config, rng *rand.Rand, earlier []request) request {
 			point, replica = embedPoints[rng.IntN(len(embedPoints))], fmt.Sprintf("embed-%d", 1+rng.IntN(cfg.EmbedReplicas))
 		}
 		r.fault = fmt.Sprintf("%s@%s;on=%s", action, point, replica)
+		if r.engineTool && rng.Float64() < shareToolPoint {
+			// Right after the engine ran the tool, on whichever replica runs it: a rerun
+			// that ran it again would show as a second call.
+			r.fault = action + "@tool:1"
+		}
 		r.faultKind = action
 	}
 	if rng.Float64() < shareKeyed {
@@ -323,6 +349,7 @@ func drawRequest(i int, cfg Config, rng *rand.Rand, earlier []request) request {
 		// should end it is its client.
 		r.client, r.stallAfter = clientStall, rng.IntN(4096)
 		r.endpoint, r.stream, r.prompts, r.choicesN, r.tools, r.base64, r.continues = "chat", true, []string{prompt}, 1, false, false, -1
+		r.engineTool = false
 		r.includeUsage, r.continuousUsage = false, false
 		r.maxTokens, r.ignoreEOS, r.fault, r.faultKind = stallTokens, true, "", ""
 	case x < shareStall+shareLeave && r.stream:
@@ -374,7 +401,7 @@ func drawChatShape(r *request, rng *rand.Rand) {
 func continuable(earlier []request, rng *rand.Rand) int {
 	var candidates []int
 	for j := max(0, len(earlier)-continueWindow); j < len(earlier); j++ {
-		if e := &earlier[j]; e.endpoint == "responses" && !e.tools && e.client == clientNormal {
+		if e := &earlier[j]; e.endpoint == "responses" && !e.tools && !e.engineTool && e.client == clientNormal {
 			candidates = append(candidates, j)
 		}
 	}
@@ -399,6 +426,9 @@ func (r *request) kinds() []string {
 		k = append(k, "stall")
 	case clientLeave:
 		k = append(k, "leave")
+	}
+	if r.engineTool {
+		k = append(k, "engine-tool")
 	}
 	switch {
 	case r.tools:
@@ -447,6 +477,9 @@ func (r *request) describe() string {
 	}
 	if r.tools {
 		b.WriteString(" tools")
+	}
+	if r.engineTool {
+		b.WriteString(" engine-tool")
 	}
 	if r.base64 {
 		b.WriteString(" base64")

@@ -29,6 +29,9 @@ type replicas struct {
 	// cuts are the partitions of each replica's link, once the run is over.
 	cuts    map[string][]window
 	closers []func()
+	// tools is the MCP server every generating engine calls for a Responses request's
+	// engine-run mcp tool (engineToolLabel): a ticket system whose calls are counted.
+	tools *sim.ToolServer
 }
 
 // window is a span of time, from start to end.
@@ -49,9 +52,15 @@ const (
 func startReplicas(cfg Config, rng *rand.Rand) (*replicas, error) {
 	r := &replicas{agents: map[string]*agent.Agent{}, proxied: map[*faultproxy.Proxy]string{}, intervals: map[string]int{},
 		toolIDs: map[string]string{}, cuts: map[string][]window{}}
+	tools, err := sim.StartToolServer(engineToolLabel)
+	if err != nil {
+		return nil, err
+	}
+	r.tools = tools
+	r.closers = append(r.closers, func() { tools.Close() })
 	for i := 0; i < cfg.Replicas; i++ {
 		sc := sim.Config{Name: fmt.Sprintf("sim-%d", i+1), DecodePerToken: cfg.DecodePerToken, RestartAfter: 50 * time.Millisecond,
-			StreamInterval: 1, ToolCallIDStyle: sim.ToolCallIDsVLLM, EnableResponsesStore: true}
+			StreamInterval: 1, ToolCallIDStyle: sim.ToolCallIDsVLLM, EnableResponsesStore: true, ToolServers: []string{tools.URL()}}
 		if i > 0 {
 			sc.StreamInterval = 2 + rng.IntN(3)
 		}

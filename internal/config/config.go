@@ -272,6 +272,16 @@ type Policy struct {
 	// AllowCrossFingerprintRerun lets a rerun go to a replica whose fingerprint differs
 	// from the first attempt's. Off by default: the answer could differ in kind.
 	AllowCrossFingerprintRerun bool `yaml:"allow_cross_fingerprint_rerun"`
+	// RerunEngineTools: a request whose tools the engine runs itself (a Responses request's
+	// mcp, code_interpreter, web_search_preview, ...) may have acted once its body may have
+	// reached an engine. "never" (the default): it is rerun only after a failure that proves
+	// the engine never started it. "idempotent_mcp_servers": a request whose engine-run
+	// tools are all mcp tools of IdempotentMCPServers is rerun as any other.
+	RerunEngineTools RerunEngineTools `yaml:"rerun_engine_tools"`
+	// IdempotentMCPServers are the server_labels of MCP servers whose tools the operator
+	// declares idempotent (running one twice is harmless), for rerun_engine_tools
+	// idempotent_mcp_servers.
+	IdempotentMCPServers []string `yaml:"idempotent_mcp_servers"`
 }
 
 // RetryBudget is a token bucket shared by a pool: every request deposits Ratio tokens, time

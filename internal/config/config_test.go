@@ -56,14 +56,19 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 	cases := map[string]string{
 		"listen: nope\n" + base: "listen",
 		"models: []\n":          "models",
-		"models:\n  - replicas: [{url: http://x:1}]\n":           "models[0].name",
-		"models:\n  - name: m\n    replicas: []\n":               "models[0].replicas",
-		"models:\n  - name: m\n    replicas: [{url: ftp://x}]\n": "models[0].replicas[0].url",
-		base + "policy:\n  max_attempts: 99\n":                   "policy.max_attempts",
-		base + "policy:\n  idle_timeout: soon\n":                 "idle_timeout",
-		base + "policy:\n  retry_budget: {ratio: 2}\n":           "policy.retry_budget.ratio",
-		base + "bogus: 1\n":                                      "bogus",
-		base + "auth:\n  keys: [{id: a, key: short}]\n":          "auth.keys[0].key",
+		"models:\n  - replicas: [{url: http://x:1}]\n":                                                           "models[0].name",
+		"models:\n  - name: m\n    replicas: []\n":                                                               "models[0].replicas",
+		"models:\n  - name: m\n    replicas: [{url: ftp://x}]\n":                                                 "models[0].replicas[0].url",
+		base + "policy:\n  max_attempts: 99\n":                                                                   "policy.max_attempts",
+		base + "policy:\n  idle_timeout: soon\n":                                                                 "idle_timeout",
+		base + "policy:\n  retry_budget: {ratio: 2}\n":                                                           "policy.retry_budget.ratio",
+		base + "policy:\n  rerun_engine_tools: always\n":                                                         "policy.rerun_engine_tools",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n":                                         "policy.rerun_engine_tools: idempotent_mcp_servers needs policy.idempotent_mcp_servers",
+		base + "policy:\n  idempotent_mcp_servers: [docs]\n":                                                     "policy.idempotent_mcp_servers: listed, but policy.rerun_engine_tools is never",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, '']\n":   "policy.idempotent_mcp_servers[1]",
+		base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, docs]\n": "policy.idempotent_mcp_servers[1]",
+		base + "bogus: 1\n":                             "bogus",
+		base + "auth:\n  keys: [{id: a, key: short}]\n": "auth.keys[0].key",
 		"models:\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n":         "models[1].name",
 		base + "auth:\n  keys: [{id: a, key_sha256: abc}]\n":                                                                    "auth.keys[0].key_sha256",
 		base + "auth:\n  keys: [{id: a, key: 0123456789abcdefX, key_sha256: " + sha256Of("x") + "}]\n":                          "auth.keys[0]: key and key_sha256",
@@ -170,5 +175,25 @@ auth:
 		if IsLoopback(hp) != want {
 			t.Errorf("IsLoopback(%s) = %v", hp, !want)
 		}
+	}
+}
+
+// policy.rerun_engine_tools is never unless the operator names the MCP servers whose tools
+// are idempotent.
+func TestRerunEngineTools(t *testing.T) {
+	base := "models:\n  - name: m\n    replicas:\n      - url: http://127.0.0.1:9001\n"
+	c, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Policy.RerunEngineTools != RerunEngineToolsNever || c.Policy.IdempotentServers() != nil {
+		t.Fatalf("default %+v", c.Policy)
+	}
+	c, err = Parse([]byte(base + "policy:\n  rerun_engine_tools: idempotent_mcp_servers\n  idempotent_mcp_servers: [docs, weather]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Policy.IdempotentServers(); len(got) != 2 || got[0] != "docs" || got[1] != "weather" {
+		t.Fatalf("idempotent servers %v", got)
 	}
 }

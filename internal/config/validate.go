@@ -336,6 +336,9 @@ func (p *Policy) validate() error {
 	if p.PrefillTokensPerSecond < 0 {
 		return fmt.Errorf("policy.prefill_tokens_per_second: %g must be positive", p.PrefillTokensPerSecond)
 	}
+	if err := p.validateEngineTools(); err != nil {
+		return err
+	}
 	b := &p.RetryBudget
 	if err := defaultFloat(&b.Ratio, DefaultBudgetRatio, 0, 1, "policy.retry_budget.ratio"); err != nil {
 		return err

@@ -13,7 +13,7 @@ func (m *Machine) tick(now time.Time) {
 	if m.cfg.MaxDuration > 0 && !m.started.Add(m.cfg.MaxDuration).After(now) {
 		m.parkedSet = false
 		if m.attemptLive() {
-			m.endAttempt(now, "max_request_duration", 0, true, false)
+			m.endAttempt(now, "max_request_duration", 0, true, false, false)
 		}
 		m.discardHeld()
 		m.end(m.decorate(&openai.Error{Status: 504, Type: "server_error", Code: "request_timeout",
@@ -25,7 +25,7 @@ func (m *Machine) tick(now time.Time) {
 		if !m.closingUntil.After(now) {
 			// The engine reported an error but did not end its stream: the gateway closes
 			// it, which does not prove that the engine stopped.
-			m.fail(m.attempt, Uncertain, "engine_error_event", m.closingErr, now, false)
+			m.fail(m.attempt, Uncertain, "engine_error_event", m.closingErr, now, false, false)
 			if m.done {
 				return
 			}
@@ -36,7 +36,7 @@ func (m *Machine) tick(now time.Time) {
 			timeout, reason = m.cfg.IdleTimeout, "idle_timeout"
 		}
 		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
-			m.fail(m.attempt, Uncertain, reason, nil, now, false)
+			m.fail(m.attempt, Uncertain, reason, nil, now, false, false)
 			if m.done {
 				return
 			}
@@ -53,11 +53,13 @@ func (m *Machine) tick(now time.Time) {
 }
 
 // endAttempt records the end of the current attempt and tells the shell to tear it down.
-func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cancel, awaitFence bool) {
+// neverStarted: its failure proves the engine never started the request.
+func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cancel, awaitFence, neverStarted bool) {
 	if n := len(m.attempts); n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Ended.IsZero() {
 		m.attempts[n-1].Ended = now
 		m.attempts[n-1].EndReason = reason
 		m.attempts[n-1].Failure = f
+		m.attempts[n-1].EngineMayHaveActed = len(m.cfg.EngineTools) > 0 && !neverStarted
 	}
 	m.phase = noAttempt
 	m.closingErr = nil
@@ -66,14 +68,15 @@ func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cance
 
 // fail handles the failure of the current attempt: fence it, then rerun or end. An
 // uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
-// its rerun waits for EvFenced, so two attempts are never alive together.
-func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial bool) {
+// its rerun waits for EvFenced, so two attempts are never alive together. neverStarted: the
+// failure proves the engine never started the request (see neverStarted).
+func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
 	if n := len(m.attempts); dial && n > 0 && m.attempts[n-1].N == attempt {
 		m.attempts[n-1].Dial = true
 	}
-	d := m.shouldRerun(class, dial, now)
+	d := m.shouldRerun(class, dial, neverStarted, now)
 	await := d == rerun && class == Uncertain
-	m.endAttempt(now, reason, class, true, await)
+	m.endAttempt(now, reason, class, true, await, neverStarted)
 	m.discardHeld()
 	switch {
 	case await:

@@ -26,7 +26,8 @@ const (
 	// EvEnd: Attempt's stream ended cleanly (EOF) without the shell seeing a failure.
 	EvEnd
 	// EvFailed: Attempt failed; Failure classifies it, Reason is a short journal word
-	// ("connection_refused", "engine_status_500", ...), Err the engine's error if it sent one.
+	// ("connection_refused", "engine_status_500", ...), Err the engine's error if it sent one,
+	// Status the engine's HTTP status if it answered with one.
 	EvFailed
 	// EvClientGone: the client went away; Stalled when it stopped accepting bytes for
 	// client_write_timeout rather than closing the connection.
@@ -63,6 +64,9 @@ type Event struct {
 	// Dial marks an EvFailed in which no connection was made: the replica is not listening
 	// and the request never reached it.
 	Dial bool
+	// Status is the HTTP status of an EvFailed in which the engine answered with an error
+	// status instead of an answer (0: it did not).
+	Status int
 	// Fenceable marks an EvDispatched attempt that holds a worker-side lease (the replica
 	// has an agent): if it becomes uncertain it can be proven stopped, and so rerun.
 	Fenceable bool

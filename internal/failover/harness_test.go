@@ -81,6 +81,13 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 		if s.clientGone {
 			t.Fatalf("attempt %d started after the client went away", a.Attempt)
 		}
+		if s.m.engineToolsUnsafe() {
+			for _, info := range s.m.Attempts() {
+				if info.EngineMayHaveActed {
+					t.Fatalf("attempt %d started after attempt %d's engine may have run a tool", a.Attempt, info.N)
+				}
+			}
+		}
 		s.started = append(s.started, a.Attempt)
 		s.pendingStart = a.Attempt
 	case ActEndAttempt:
@@ -173,6 +180,13 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 		}
 		if a.Kind == ActFail && a.Err == nil {
 			t.Fatalf("ActFail without an error")
+		}
+		if a.Kind == ActFail && s.m.engineToolsUnsafe() && *a.Err.Retryable {
+			for _, info := range s.m.Attempts() {
+				if info.EngineMayHaveActed {
+					t.Fatalf("error %+v retryable after attempt %d's engine may have run a tool", a.Err, info.N)
+				}
+			}
 		}
 		if a.Kind == ActFail && (a.Outcome == Interrupted) != s.firstDelta {
 			t.Fatalf("outcome %v with first delta %v", a.Outcome, s.firstDelta)

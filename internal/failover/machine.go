@@ -47,6 +47,16 @@ type Config struct {
 	// (0: no limit); PromptTokens is the estimate (SetPromptTokens may refine it).
 	RerunTokenLimit int
 	PromptTokens    int
+	// EngineTools names the tools of the request that the engine runs itself (its mcp,
+	// code_interpreter, web_search_preview, ... tools: docs/design.md §5). Such a request
+	// may have acted once its body may have reached an engine: a failed attempt is rerun
+	// only when its failure proves the engine never started it (see neverStarted), and the
+	// client's error says that a tool may have run. Empty for a request without them.
+	EngineTools []string
+	// RerunEngineTools: the operator declared every engine-run tool of the request
+	// idempotent (policy.idempotent_mcp_servers), so it is rerun and reported as any other
+	// request; its attempts still record that the engine may have acted.
+	RerunEngineTools bool
 }
 
 // DefaultEndGrace is Config.EndGrace's default.
@@ -64,6 +74,9 @@ type AttemptInfo struct {
 	Fenceable bool
 	// Dial: the attempt never reached its replica (nothing ran there).
 	Dial bool
+	// EngineMayHaveActed: the request lets the engine run tools and this attempt's body may
+	// have reached an engine, which may have run one (set when the attempt ends).
+	EngineMayHaveActed bool
 }
 
 // attemptPhase is where the current attempt is.
@@ -259,13 +272,13 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.current(ev.Attempt) && m.attemptLive() && !m.parkedSet {
 			if m.phase == closing && ev.Failure == Dead {
 				// The engine reported an error and then its connection ended: proof.
-				m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false)
+				m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false, false)
 				return m.out
 			}
 			if ev.Dial && !m.committed {
 				m.dialFailures++
 			}
-			m.fail(ev.Attempt, ev.Failure, ev.Reason, ev.Err, now, ev.Dial)
+			m.fail(ev.Attempt, ev.Failure, ev.Reason, ev.Err, now, ev.Dial, m.neverStarted(ev))
 		}
 	case EvFenced:
 		if m.current(ev.Attempt) && m.phase == fencing {
@@ -282,7 +295,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		}
 		m.parkedSet = false
 		if m.attemptLive() {
-			m.endAttempt(now, reason, 0, true, false)
+			m.endAttempt(now, reason, 0, true, false, false)
 		}
 		m.finish(outcome, false)
 	case EvTick:
@@ -290,7 +303,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 	case EvAbort:
 		m.parkedSet = false
 		if m.attemptLive() {
-			m.endAttempt(now, ev.Reason, 0, true, false)
+			m.endAttempt(now, ev.Reason, 0, true, false, false)
 		}
 		m.discardHeld()
 		m.end(m.decorate(ev.Err, false))

@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
@@ -18,6 +19,7 @@ const (
 	noRerunAttempts
 	noRerunBudget
 	noRerunCost
+	noRerunEngineActed
 )
 
 // shouldRerun is the whole failover policy for a failed attempt (docs/design.md §3). It checks, in
@@ -25,19 +27,24 @@ const (
 //
 //  1. the committed latch: after the delivery boundary, never rerun (terminate the stream);
 //  2. the engine rejected the input itself: the same input fails everywhere;
-//  3. the source attempt must be fenced: an uncertain attempt that cannot be proven stopped
+//  3. the request lets the engine run tools (docs/design.md §5) and the failure does not
+//     prove that the engine never started it: the engine may have acted, and a rerun would
+//     act again. Fenced or not: a lease stops publication, not an action already taken;
+//  4. the source attempt must be fenced: an uncertain attempt that cannot be proven stopped
 //     (no worker-side lease) is never rerun, so two attempts are never alive at once;
-//  4. a dial failure (the request never reached the replica) is always rerun: it costs no
+//  5. a dial failure (the request never reached the replica) is always rerun: it costs no
 //     prefill, and every replica is tried at most once, so it is bounded by the pool;
-//  5. max_attempts, counting only attempts that reached a replica;
-//  6. the rerun's cost: a prompt estimated above the token limit is refused up front;
-//  7. the pool's retry budget (checked last, so a denied rerun spends nothing).
-func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) decision {
+//  6. max_attempts, counting only attempts that reached a replica;
+//  7. the rerun's cost: a prompt estimated above the token limit is refused up front;
+//  8. the pool's retry budget (checked last, so a denied rerun spends nothing).
+func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now time.Time) decision {
 	switch {
 	case m.committed:
 		return noRerunCommitted
 	case class == Rejected:
 		return noRerunRejected
+	case m.engineToolsUnsafe() && !neverStarted:
+		return noRerunEngineActed
 	case class == Uncertain && !m.fenceable():
 		return noRerunUnfenced
 	case dial:
@@ -52,13 +59,67 @@ func (m *Machine) shouldRerun(class FailureClass, dial bool, now time.Time) deci
 	return rerun
 }
 
+// neverStarted reports whether a failed attempt's event proves that the engine never
+// started the request, so that no tool it runs can have acted: the dial failed (the body
+// never reached the engine), or, for a stream, the engine answered with an error status
+// instead: vLLM and SGLang send a stream's status before they run anything, and run the
+// tools while they stream. A whole answer's status proves nothing, not even a 429 or 503:
+// the engine sends it once it is done with the request, whatever it did before (vLLM
+// answers a generation that failed after its tools ran with a 500, SGLang with a 400), and
+// nothing tells a refusal at admission from one after the tools ran.
+func (m *Machine) neverStarted(ev Event) bool {
+	return ev.Dial || (ev.Status != 0 && m.cfg.Stream)
+}
+
+// engineToolsUnsafe reports whether the request lets the engine run tools that the
+// operator did not declare idempotent: a rerun after the engine may have acted could act
+// twice.
+func (m *Machine) engineToolsUnsafe() bool {
+	return len(m.cfg.EngineTools) > 0 && !m.cfg.RerunEngineTools
+}
+
+// engineMayHaveActed reports whether an engine may have run a tool of this request that
+// is not declared idempotent: a client that sends the request again could run it twice.
+func (m *Machine) engineMayHaveActed() bool {
+	if !m.engineToolsUnsafe() {
+		return false
+	}
+	for i := range m.attempts {
+		a := &m.attempts[i]
+		if a.EngineMayHaveActed || (a.Ended.IsZero() && a.N == m.attempt && m.attemptLive()) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineActedError is the error of a request that is not rerun because an engine may have
+// run one of its tools (docs/errors.md, upstream_failed_after_tool_use).
+func (m *Machine) engineActedError(replica, reason string, engineErr *openai.Error) *openai.Error {
+	when := "after the request may have reached it"
+	if m.committed {
+		when = "after part of the answer was sent"
+	}
+	msg := fmt.Sprintf("replica %s failed (%s) %s; the request lets the engine run tools itself (%s), so a tool may have run, and the gateway does not run the request again",
+		replica, reason, when, strings.Join(m.cfg.EngineTools, ", "))
+	if engineErr != nil && engineErr.Message != "" {
+		msg += "; the engine said: " + engineErr.Message
+	}
+	return &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_failed_after_tool_use", Message: msg}
+}
+
 // errorFor builds the error the client gets when a failed attempt is not rerun.
 func (m *Machine) errorFor(d decision, class FailureClass, reason string, engineErr *openai.Error) *openai.Error {
 	last := m.attempts[len(m.attempts)-1]
 	switch d {
 	case noRerunCommitted:
+		if m.engineToolsUnsafe() {
+			return m.decorate(m.engineActedError(last.Replica, reason, engineErr), false)
+		}
 		msg := "generation interrupted after part of the answer was sent"
 		return m.decorate(&openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_decode_interrupted", Message: msg}, false)
+	case noRerunEngineActed:
+		return m.decorate(m.engineActedError(last.Replica, reason, engineErr), false)
 	case noRerunRejected:
 		if engineErr != nil {
 			return m.decorate(engineErr, false)
@@ -92,11 +153,12 @@ func (m *Machine) errorFor(d decision, class FailureClass, reason string, engine
 }
 
 // decorate adds the fencegate fields: request id, partial output, delivered tokens and
-// whether a client retry of the same input is safe.
+// whether a client retry of the same input is safe: never once output was delivered or an
+// engine may have run one of the request's tools.
 func (m *Machine) decorate(e *openai.Error, retryable bool) *openai.Error {
 	partial := m.committed
 	delivered := m.delivered
-	retry := retryable && !m.committed
+	retry := retryable && !m.committed && !m.engineMayHaveActed()
 	e.RequestID = m.cfg.RequestID
 	e.PartialOutput = &partial
 	e.DeliveredOutputTokens = &delivered

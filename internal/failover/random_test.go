@@ -34,6 +34,9 @@ func TestRandomSchedules(t *testing.T) {
 			cfg.MaxDuration = time.Duration(2+r.IntN(10)) * time.Second
 		}
 		if r.IntN(4) == 0 {
+			cfg.EngineTools, cfg.RerunEngineTools = []string{"mcp"}, r.IntN(3) == 0
+		}
+		if r.IntN(4) == 0 {
 			cfg.MaxHeldBytes = 100 + r.IntN(200)
 		}
 		if r.IntN(3) == 0 {
@@ -78,6 +81,9 @@ func TestRandomSchedules(t *testing.T) {
 			case x < 68:
 				ev = Event{Kind: EvFailed, Attempt: attempt, Failure: failures[r.IntN(len(failures))], Reason: "random",
 					Err: &openai.Error{Status: 500, Message: "x"}, Dial: r.IntN(4) == 0}
+				if !ev.Dial && r.IntN(3) == 0 {
+					ev.Status = []int{429, 503, 500, 400}[r.IntN(4)]
+				}
 			case x < 70:
 				ev = Event{Kind: EvEnd, Attempt: attempt}
 			case x < 74:

@@ -192,8 +192,11 @@ func (rn *run) endAttempt(act failover.Action, now time.Time) {
 	a.rec.EndedAt = now
 	a.rec.EndReason = act.Reason
 	a.rec.CancelSent = act.Cancel
-	if info, ok := rn.m.Attempt(act.Attempt); ok && info.Failure != 0 {
-		a.rec.Failure = info.Failure.String()
+	if info, ok := rn.m.Attempt(act.Attempt); ok {
+		if info.Failure != 0 {
+			a.rec.Failure = info.Failure.String()
+		}
+		a.rec.EngineMayHaveActed = info.EngineMayHaveActed
 	}
 	end := a.rec.Failure
 	if end == "" {

@@ -178,6 +178,8 @@ type requestRecord struct {
 		EndReason  string    `json:"end_reason"`
 		Failure    string    `json:"failure"`
 		CancelSent bool      `json:"cancel_sent"`
+		// EngineMayHaveActed: a tool the engine runs itself may have run.
+		EngineMayHaveActed bool `json:"engine_may_have_acted"`
 	} `json:"attempts"`
 }
 

@@ -116,6 +116,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), MaxHeldBytes: cfg.MaxHeldBytes,
 		DurableBoundary: rn.keyed, Budget: p,
 		RerunTokenLimit: rerunTokenLimit(l.cfg), PromptTokens: rn.promptTokens,
+		EngineTools: req.EngineTools.Types, RerunEngineTools: req.EngineTools.Idempotent(cfg.IdempotentServers()),
 	})
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this

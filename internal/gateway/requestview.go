@@ -41,6 +41,9 @@ type attemptView struct {
 	// ModelRevision is the weights revision of the replica the attempt ran on (written
 	// when the attempt ends).
 	ModelRevision string `json:"model_revision,omitempty"`
+	// EngineMayHaveActed: the request let the engine run tools itself and this attempt's
+	// body may have reached it, so a tool may have run (docs/design.md §5).
+	EngineMayHaveActed bool `json:"engine_may_have_acted,omitempty"`
 }
 
 func viewOf(r *store.Request) requestView {
@@ -62,7 +65,8 @@ func viewOf(r *store.Request) requestView {
 	for _, a := range r.Attempts {
 		v.Attempts = append(v.Attempts, attemptView{ID: a.ID, N: a.N, Replica: a.Replica, LeaseEpoch: a.LeaseEpoch,
 			StartedAt: a.StartedAt, EndedAt: a.EndedAt, EndReason: a.EndReason, Failure: a.Failure,
-			CancelSent: a.CancelSent, CancelAcked: a.CancelAcked, ModelRevision: a.ModelRevision})
+			CancelSent: a.CancelSent, CancelAcked: a.CancelAcked, ModelRevision: a.ModelRevision,
+			EngineMayHaveActed: a.EngineMayHaveActed})
 	}
 	return v
 }

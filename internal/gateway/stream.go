@@ -53,7 +53,7 @@ func (rn *run) onUpstream(msg upMsg) {
 			rn.pool.overloaded(a.replica, rn.now().Add(wait), f.Reason)
 			e.RetryAfter = int((wait + time.Second - 1) / time.Second)
 		}
-		rn.failAttempt(a, f, e)
+		rn.failStatus(a, f, e, msg.status)
 	case upBody:
 		rn.onBody(a, msg.body)
 	}
@@ -188,12 +188,19 @@ func (rn *run) upstreamError(a *attempt, err error) {
 }
 
 func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
+	rn.failStatus(a, f, e, 0)
+}
+
+// failStatus steps the failure of attempt a; status is the HTTP status the engine answered
+// with instead of an answer (0: none), which the machine needs to tell whether the engine
+// ever started the request (a request whose engine runs tools: docs/design.md §5).
+func (rn *run) failStatus(a *attempt, f upstream.Failure, e *openai.Error, status int) {
 	if f.Dial {
 		rn.pool.dialFailed(a.replica, rn.now(), f.Reason)
 	} else {
 		rn.refineCost()
 	}
-	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial})
+	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial, Status: status})
 }
 
 // countTokens is the output tokens a chunk adds. A chunk with one choice and usage (vLLM's

@@ -66,7 +66,8 @@ func (rn *run) journalTrace(o failover.Outcome, u *store.UpdateRequest, now time
 	for _, a := range rn.attempts {
 		ta := trace.Attempt{ID: a.rec.ID, N: a.rec.N, Replica: a.replica, URL: withoutUserinfo(a.url),
 			ModelRevision: a.rec.ModelRevision, LeaseEpoch: a.rec.LeaseEpoch, StartedAt: a.rec.StartedAt,
-			EndedAt: a.rec.EndedAt, EndReason: a.rec.EndReason, Failure: a.rec.Failure}
+			EndedAt: a.rec.EndedAt, EndReason: a.rec.EndReason, Failure: a.rec.Failure,
+			EngineMayHaveActed: a.rec.EngineMayHaveActed}
 		if a.usage {
 			ta.SentBody = json.RawMessage(rn.usageBody())
 		}

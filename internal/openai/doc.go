@@ -5,6 +5,6 @@
 // (vLLM, SGLang, TGI, llama.cpp, FastAPI) into that one object. It is a pure
 // core package: it imports net/http only for status constants and the one
 // helper in write.go that writes an error response, and must never import
-// net, os, time-based clocks or any other fencegate package, nor start
-// goroutines.
+// net, os, time-based clocks or any other fencegate package but
+// internal/enginetool (a table that imports nothing), nor start goroutines.
 package openai

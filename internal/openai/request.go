@@ -83,6 +83,10 @@ type Request struct {
 	// Store is a Responses request's store (default true): whether the engine keeps the
 	// response for a later previous_response_id.
 	Store bool
+	// EngineTools are the tools the engine runs itself (a Responses request's mcp,
+	// code_interpreter, web_search_preview, ...): such a request may have acted once its body
+	// may have reached an engine (docs/design.md §5).
+	EngineTools EngineTools
 	// Prompt is the input as text, for prefix affinity and cost estimates.
 	// Completions: the prompt string, or the strings of an array joined with
 	// '\n' (empty for a prompt given as token ids). Chat: one "role: content\n"

@@ -75,8 +75,8 @@ func parseMessages(fields map[string]json.RawMessage, body []byte) (*Request, *E
 }
 
 // parseResponses validates an OpenAI Responses request: model, input (a string or a list
-// of items), optional instructions, max_output_tokens, previous_response_id. The Prompt is
-// the instructions and the text of the input.
+// of items), optional instructions, max_output_tokens, previous_response_id, and tools (which
+// of them an engine runs itself). The Prompt is the instructions and the text of the input.
 func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *Error) {
 	r := &Request{Endpoint: Responses, Body: body, N: 1, Choices: 1}
 	var e *Error
@@ -150,6 +150,9 @@ func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *
 		if json.Unmarshal(raw, &r.PreviousResponseID) != nil || r.PreviousResponseID == "" {
 			return nil, typeError("previous_response_id", "a non-empty string", raw)
 		}
+	}
+	if r.EngineTools, e = parseResponsesTools(fields); e != nil {
+		return nil, e
 	}
 	return r, nil
 }

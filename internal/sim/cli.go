@@ -75,6 +75,12 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", defaultEmbeddingDim, "length of an embed model's vectors")
 	fs.BoolVar(&cfg.EnableResponsesStore, "enable-responses-store", false, "keep Responses API responses, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require this bearer key on /v1 requests, as vLLM's --api-key")
+	fs.Func("tool-server", `as vLLM's --tool-server: MCP servers the engine calls itself for a Responses request's mcp, code_interpreter, web_search_preview and container tools, comma-separated, each host:port (SSE at /sse, as vLLM) or an http(s):// URL (streamable HTTP)`, func(v string) error {
+		for t := range strings.SplitSeq(v, ",") {
+			cfg.ToolServers = append(cfg.ToolServers, strings.TrimSpace(t))
+		}
+		return nil
+	})
 	fs.StringVar(&cacheConfig, "cache-config", "", "comma-separated key=value labels of vllm:cache_config_info (vLLM CacheConfig fields) overriding the defaults")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -105,7 +111,9 @@ const endpointHelp = `Endpoints (vLLM's wire shapes):
                                        message_delta, message_stop (no ping); errors {"type":"error",…}
     POST /v1/messages/count_tokens     the rendered prompt's token count
     POST /v1/responses                 OpenAI Responses: id resp_…, stream events response.created …
-                                       response.completed; mid-stream errors cut the connection
+                                       response.completed; mid-stream errors cut the connection; with
+                                       --tool-server, one call of an engine-run tool first (mcp_call,
+                                       code_interpreter_call, web_search_call items), run on the MCP server
     GET  /v1/responses/{id}            a stored response (--enable-responses-store), else 404
     POST /v1/responses/{id}/cancel     404, or 400 for a stored (synchronous) response
   --task embed:

@@ -102,6 +102,12 @@ type Config struct {
 
 	LegacyErrors bool // emit older vLLM flat error bodies {"object":"error","message":..,"type":..,"param":null,"code":400}
 
+	// ToolServers are vLLM's --tool-server: MCP servers the engine calls itself for the
+	// engine-run tools of a Responses request (toolserver.go), each "host:port" (the SSE
+	// transport at /sse, as vLLM connects) or an http(s):// URL (streamable HTTP). Empty:
+	// the replica runs no tool, as vLLM without --tool-server.
+	ToolServers []string
+
 	// DoneAfterStreamError appends "data: [DONE]" after the mid-stream error
 	// event of a status:N fault, as the real vLLM server does after every
 	// error event. By default such a stream simply ends after the event.
@@ -210,6 +216,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: Config.Task %q is neither %q nor %q", c.Task, TaskGenerate, TaskEmbed)
 	case c.EmbeddingDim < 0:
 		return c, fmt.Errorf("sim: Config.EmbeddingDim is negative (%d)", c.EmbeddingDim)
+	}
+	for _, t := range c.ToolServers {
+		if t == "demo" {
+			return c, fmt.Errorf("sim: Config.ToolServers: vLLM's demo tool server (a Docker sandbox and a search API) is not simulated; give MCP servers")
+		}
+		if t == "" {
+			return c, fmt.Errorf("sim: Config.ToolServers has an empty entry")
+		}
 	}
 	if c.DivergeFirst < 0 {
 		return c, fmt.Errorf("sim: Config.DivergeFirst is negative (%d)", c.DivergeFirst)

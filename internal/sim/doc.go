@@ -3,7 +3,8 @@
 // choices, prompt arrays, forced tool calls), the Anthropic Messages API and
 // the OpenAI Responses API as vLLM converts them from chat, embeddings for a
 // replica started as an embedding model, /v1/models, /health, /tokenize
-// and vLLM-named Prometheus metrics, with a FIFO admission queue, a
+// and vLLM-named Prometheus metrics, engine-run tools called on real MCP
+// servers as vLLM's --tool-server calls them, with a FIFO admission queue, a
 // chained-hash prefix cache and deterministic output text. It owns fault injection at every point of the token cycle (accept,
 // prefill, token computed, token sent): crashes, resets, hangs, errors in
 // vLLM's shape, malformed or oversized events and dropped connections (see

@@ -41,6 +41,8 @@ POINT:
   prefill        admitted, stream headers sent, prefill starting
   computed:K     output token K (0-based, counted over all choices) computed, not yet written
   sent:K         the chunk carrying output token K written and flushed
+  tool:N         the engine's Nth call of a tool it runs itself returned (a Responses request
+                 with --tool-server; N from 1: crash@tool:1 is right after the first call ran)
 Each endpoint writes what it writes in its own shape, as vLLM does:
   chat, completions  as above
   /v1/messages       before the stream, errors as {"type":"error","error":{"type":…,"message":…}}
@@ -107,6 +109,7 @@ const (
 	pointPrefill                        // admitted, headers sent (stream), prefill starting
 	pointComputed                       // output token K computed, not yet written
 	pointSent                           // output token K written and flushed
+	pointTool                           // the engine's Nth call of an engine-run tool returned
 )
 
 // K counts the request's output tokens from 0 in the order they are
@@ -126,7 +129,7 @@ type fault struct {
 	noDone bool    // for actionError: no data: [DONE] after the error event
 	hang   bool    // for actionError: the stream is held open after the error event
 	point  faultPoint
-	token  int    // K of computed:K / sent:K
+	token  int    // K of computed:K / sent:K, N of tool:N
 	on     string // replica name it is restricted to; "" = any
 	text   string // the item as written, for Record.Fault
 }
@@ -230,8 +233,14 @@ func (f *fault) parsePoint(s string) error {
 		if name == "sent" {
 			f.point = pointSent
 		}
+	case strings.HasPrefix(s, "tool:"):
+		n, err := strconv.Atoi(s[len("tool:"):])
+		if err != nil || n < 1 {
+			return fmt.Errorf("tool call count must be a positive integer, got %q", s)
+		}
+		f.point, f.token = pointTool, n
 	default:
-		return fmt.Errorf("unknown point %q (want accept, prefill, computed:K or sent:K)", s)
+		return fmt.Errorf("unknown point %q (want accept, prefill, computed:K, sent:K or tool:N)", s)
 	}
 	return nil
 }
@@ -260,6 +269,9 @@ func (p faultPlan) String() string {
 // non-stream reply writes nothing per token, so there sent:K fires where
 // computed:K does.
 func (f fault) firesAt(point faultPoint, k int, stream bool) bool {
+	if f.point == pointTool {
+		return point == pointTool && f.token == k
+	}
 	if f.point == pointComputed || f.point == pointSent {
 		if f.token != k {
 			return false

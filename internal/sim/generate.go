@@ -35,6 +35,12 @@ type generation struct {
 	cached      int         // prompt tokens found in the prefix cache
 	sent        int         // output tokens written and flushed, all sequences together
 	textBuf     []byte      // scratch for one chunk's text
+
+	// An engine-run tool's call (enginecall.go): the call, the request's session with
+	// its tool server, and the tokens the model spent writing it.
+	call       *engineCall
+	session    *toolSession
+	callTokens int
 }
 
 // serveGeneration handles POST /v1/chat/completions, /v1/completions,
@@ -162,6 +168,12 @@ func (g *generation) generate() {
 	g.seqs = newSequences(s.weights(), s.cfg.ToolCallIDStyle, &g.spec)
 	if g.fire(pointPrefill, 0) || !g.prefill() {
 		return
+	}
+	if g.spec.engine != nil {
+		defer g.closeToolSession()
+		if !g.engineTurn() {
+			return
+		}
 	}
 	g.decode()
 }

@@ -18,13 +18,14 @@ type Record struct {
 	RequestID      string    `json:"request_id"` // request header X-Request-Id
 	Endpoint       string    `json:"endpoint"`   // "chat", "completions", "messages", "responses" or "embeddings"
 	Stream         bool      `json:"stream"`
-	PromptTokens   int       `json:"prompt_tokens"`   // usage.prompt_tokens: a chat prompt once, a completion's or embedding's prompts summed
-	Choices        int       `json:"choices"`         // output sequences: prompts × n (1 for a plain request); an embeddings request's inputs
-	CachedTokens   int       `json:"cached_tokens"`   // prompt tokens found in the prefix cache, summed over the sequences
-	TokensComputed int       `json:"tokens_computed"` // output tokens generated so far, all choices together
-	TokensSent     int       `json:"tokens_sent"`     // output tokens written and flushed to the client, all choices together
-	Fault          string    `json:"fault,omitempty"` // the fault spec applied to this request
-	Outcome        string    `json:"outcome"`         // "" while running, then one of the Outcome* values
+	PromptTokens   int       `json:"prompt_tokens"`        // usage.prompt_tokens: a chat prompt once, a completion's or embedding's prompts summed
+	Choices        int       `json:"choices"`              // output sequences: prompts × n (1 for a plain request); an embeddings request's inputs
+	CachedTokens   int       `json:"cached_tokens"`        // prompt tokens found in the prefix cache, summed over the sequences
+	TokensComputed int       `json:"tokens_computed"`      // output tokens generated so far, all choices together
+	TokensSent     int       `json:"tokens_sent"`          // output tokens written and flushed to the client, all choices together
+	ToolCalls      int       `json:"tool_calls,omitempty"` // calls of engine-run tools (--tool-server) that returned
+	Fault          string    `json:"fault,omitempty"`      // the fault spec applied to this request
+	Outcome        string    `json:"outcome"`              // "" while running, then one of the Outcome* values
 	Started        time.Time `json:"started"`
 	Ended          time.Time `json:"ended,omitzero"`
 }

@@ -78,6 +78,7 @@ type generationSpec struct {
 	tools           toolChoice // chat, Messages and Responses: whether and how the choices call a tool
 
 	responses *responsesRequest // the Responses API request, echoed in its response object
+	engine    *enginePlan       // the call of an engine-run tool the request makes (Responses, with tool servers)
 	embed     embedOptions      // the embeddings request's encoding
 }
 

@@ -183,6 +183,7 @@ func (s *Server) parseResponses(body []byte) (generationSpec, *apiError) {
 	if raw := fields["tools"]; present(raw) {
 		tools, req.tools = checkResponsesTools(&v, raw)
 	}
+	decls := engineToolDecls(req.tools)
 	if raw := fields["top_p"]; present(raw) {
 		if p, ok := checkFloat(&v, raw, "body", "top_p"); ok {
 			req.topP = p
@@ -233,6 +234,7 @@ func (s *Server) parseResponses(body []byte) (generationSpec, *apiError) {
 		return spec, perr
 	}
 	spec.tools = choice
+	spec.engine = s.planEngineCall(decls, toolChoice)
 	if len(ids) >= s.cfg.MaxModelLen {
 		return spec, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "input",
 			message: fmt.Sprintf("The engine prompt length %d exceeds the max_model_len %d. Please reduce prompt.", len(ids), s.cfg.MaxModelLen)}
@@ -635,6 +637,9 @@ func finalResponse(g *generation) []byte {
 	}
 	var output []json.RawMessage
 	var texts []string
+	if g.call != nil && g.call.ran {
+		output = append(output, g.call.outputItem())
+	}
 	switch {
 	case q.call == nil:
 		if text := q.text(); text != "" {
@@ -658,7 +663,8 @@ func finalResponse(g *generation) []byte {
 		})
 		output = append(output, item)
 	}
-	u := &responseUsage{InputTokens: g.spec.promptTokens(), OutputTokens: len(q.tokens), TotalTokens: g.spec.promptTokens() + len(q.tokens)}
+	outTokens := len(q.tokens) + g.callTokens
+	u := &responseUsage{InputTokens: g.spec.promptTokens(), OutputTokens: outTokens, TotalTokens: g.spec.promptTokens() + outTokens}
 	u.InputTokensDetails.CachedTokens = g.cached
 	u.InputTokensDetails.InputTokensPerTurn = []int{}
 	u.InputTokensDetails.CachedTokensPerTurn = []int{}
@@ -737,6 +743,7 @@ type responsesWire struct {
 	acc    []byte // the open item's text or arguments so far, JSON-escaped
 	kind   string // "text", "call" or "" before the first delta
 	name   string
+	index  int // the open item's output_index: 1 after an engine-run call (enginecall.go)
 }
 
 func (w *responsesWire) event(typ string) {
@@ -782,12 +789,15 @@ func (w *responsesWire) text(_ *sequence, text []byte) {
 		w.event("response.output_item.added")
 		w.buf = append(w.buf, `{"item":{"id":"`...)
 		w.buf = append(w.buf, w.itemID...)
-		w.buf = append(w.buf, `","content":[],"role":"assistant","status":"in_progress","type":"message"},"output_index":0`...)
+		w.buf = append(w.buf, `","content":[],"role":"assistant","status":"in_progress","type":"message"},`...)
+		w.index0()
 		w.tail("response.output_item.added")
 		w.event("response.content_part.added")
 		w.buf = append(w.buf, `{"content_index":0,"item_id":"`...)
 		w.buf = append(w.buf, w.itemID...)
-		w.buf = append(w.buf, `","output_index":0,"part":{"annotations":[],"text":"","type":"output_text","logprobs":[]}`...)
+		w.buf = append(w.buf, `",`...)
+		w.index0()
+		w.buf = append(w.buf, `,"part":{"annotations":[],"text":"","type":"output_text","logprobs":[]}`...)
 		w.tail("response.content_part.added")
 	}
 	w.acc = append(w.acc, text...)
@@ -796,7 +806,8 @@ func (w *responsesWire) text(_ *sequence, text []byte) {
 	w.buf = append(w.buf, text...)
 	w.buf = append(w.buf, `","item_id":"`...)
 	w.buf = append(w.buf, w.itemID...)
-	w.buf = append(w.buf, `","logprobs":[],"output_index":0`...)
+	w.buf = append(w.buf, `","logprobs":[],`...)
+	w.index0()
 	w.tail("response.output_text.delta")
 }
 
@@ -812,7 +823,8 @@ func (w *responsesWire) functionCallItem(args []byte, status string) {
 	w.buf = append(w.buf, w.itemID...)
 	w.buf = append(w.buf, `","status":"`...)
 	w.buf = append(w.buf, status...)
-	w.buf = append(w.buf, `"},"output_index":0`...)
+	w.buf = append(w.buf, `"},`...)
+	w.index0()
 }
 
 // toolStart: the call's first delta opens its item (with that delta's
@@ -835,7 +847,8 @@ func (w *responsesWire) toolArgs(_ *sequence, args []byte) {
 	w.buf = append(w.buf, args...)
 	w.buf = append(w.buf, `","item_id":"`...)
 	w.buf = append(w.buf, w.itemID...)
-	w.buf = append(w.buf, `","output_index":0`...)
+	w.buf = append(w.buf, `",`...)
+	w.index0()
 	w.tail("response.function_call_arguments.delta")
 }
 
@@ -850,7 +863,9 @@ func (w *responsesWire) close(int) {
 		w.event("response.output_text.done")
 		w.buf = append(w.buf, `{"content_index":0,"item_id":"`...)
 		w.buf = append(w.buf, w.itemID...)
-		w.buf = append(w.buf, `","logprobs":[],"output_index":0,"sequence_number":`...)
+		w.buf = append(w.buf, `","logprobs":[],`...)
+		w.index0()
+		w.buf = append(w.buf, `,"sequence_number":`...)
 		w.buf = strconv.AppendInt(w.buf, int64(w.seq), 10)
 		w.buf = append(w.buf, `,"text":"`...)
 		w.buf = append(w.buf, w.acc...)
@@ -861,7 +876,9 @@ func (w *responsesWire) close(int) {
 		w.event("response.content_part.done")
 		w.buf = append(w.buf, `{"content_index":0,"item_id":"`...)
 		w.buf = append(w.buf, w.itemID...)
-		w.buf = append(w.buf, `","output_index":0,"part":`...)
+		w.buf = append(w.buf, `",`...)
+		w.index0()
+		w.buf = append(w.buf, `,"part":`...)
 		w.buf = append(w.buf, part...)
 		w.tail("response.content_part.done")
 		// vLLM passes annotations and logprobs to ResponseOutputMessage,
@@ -871,7 +888,8 @@ func (w *responsesWire) close(int) {
 		w.buf = append(w.buf, w.itemID...)
 		w.buf = append(w.buf, `","content":[`...)
 		w.buf = append(w.buf, part...)
-		w.buf = append(w.buf, `],"role":"assistant","status":"completed","type":"message","annotations":[],"logprobs":[]},"output_index":0`...)
+		w.buf = append(w.buf, `],"role":"assistant","status":"completed","type":"message","annotations":[],"logprobs":[]},`...)
+		w.index0()
 		w.tail("response.output_item.done")
 	case "call":
 		w.event("response.function_call_arguments.done")
@@ -881,7 +899,8 @@ func (w *responsesWire) close(int) {
 		w.buf = append(w.buf, w.itemID...)
 		w.buf = append(w.buf, `","name":`...)
 		w.buf = append(w.buf, jsonText(w.name)...)
-		w.buf = append(w.buf, `,"output_index":0`...)
+		w.buf = append(w.buf, `,`...)
+		w.index0()
 		w.tail("response.function_call_arguments.done")
 		w.event("response.output_item.done")
 		w.functionCallItem(w.acc, "completed")

@@ -31,6 +31,7 @@ type Server struct {
 	metrics    *metrics
 	book       recordBook
 	responses  responseStore // the Responses API's stored responses
+	tools      *toolServers  // the tool servers of engine-run tools (nil: none)
 	handler    http.Handler
 
 	faultMu   sync.Mutex
@@ -84,6 +85,9 @@ func Start(cfg Config) (*Server, error) {
 		cache:   newPrefixCache(cfg.blockSize(), cfg.numGPUBlocks()),
 		metrics: newMetrics(cfg, sched),
 		closeCh: make(chan struct{}),
+	}
+	if s.tools, err = connectToolServers(cfg.ToolServers); err != nil {
+		return nil, err
 	}
 	s.handler = s.routes()
 	host, _, err := net.SplitHostPort(cfg.Addr)

@@ -5,6 +5,7 @@
 // handed out as slices of the bytes received so they can be forwarded exactly as
 // the engine wrote them, and nothing is allocated per event once the decoder's
 // buffer has grown to the stream's working size. It is a pure core package: it
-// imports only the standard library and must never import net, os, time-based
-// clocks, or any fencegate package, and it starts no goroutines.
+// imports only the standard library and internal/enginetool (a table that imports
+// nothing), must never import net, os, time-based clocks, or any other fencegate
+// package, and it starts no goroutines.
 package sse

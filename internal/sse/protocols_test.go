@@ -80,6 +80,19 @@ const (
 	respError      = `{"type":"error","sequence_number":6,"code":"server_error","message":"boom","param":null}`
 )
 
+// Events of calls of tools the engine runs itself, as vLLM's streaming_events.py emits them
+// (openai-python's models dumped with their nulls; code_interpreter_call is a TypedDict).
+const (
+	respItemMCP      = `{"item":{"id":"mcp_1","arguments":"","name":"create_ticket","server_label":"tickets","type":"mcp_call","approval_request_id":null,"error":null,"output":null,"status":"in_progress"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}`
+	respMCPProgress  = `{"item_id":"mcp_1","output_index":0,"sequence_number":3,"type":"response.mcp_call.in_progress"}`
+	respMCPArgsEmpty = `{"delta":"","item_id":"mcp_1","output_index":0,"sequence_number":4,"type":"response.mcp_call_arguments.delta"}`
+	respMCPDone      = `{"item_id":"mcp_1","output_index":0,"sequence_number":6,"type":"response.mcp_call.completed"}`
+	respItemCode     = `{"item":{"type":"code_interpreter_call","id":"tool_1","code":null,"container_id":"auto","outputs":null,"status":"in_progress"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}`
+	respCodeProgress = `{"item_id":"tool_1","output_index":0,"sequence_number":3,"type":"response.code_interpreter_call.in_progress"}`
+	respItemSearch   = `{"item":{"id":"tool_2","action":{"query":"fencegate","type":"search","sources":null},"status":"in_progress","type":"web_search_call"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}`
+	respSearching    = `{"item_id":"tool_2","output_index":0,"sequence_number":4,"type":"response.web_search_call.searching"}`
+)
+
 func TestSummarizeResponses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -101,6 +114,14 @@ func TestSummarizeResponses(t *testing.T) {
 		{"completed", respCompleted, Finish | Done | Usage, 0, 7, 9},
 		{"completed with a function call", respCompletedF, Finish | Done | Usage | Output | ToolCalls, 0, 3, 9},
 		{"incomplete", respIncomplete, Finish | Done | Usage, 0, 16, 9},
+		{"an mcp_call item announces an engine-run call", respItemMCP, Output, 0, -1, 2},
+		{"mcp_call in progress", respMCPProgress, Output, 0, -1, 3},
+		{"an empty mcp arguments delta", respMCPArgsEmpty, Output, 0, -1, 4},
+		{"mcp_call completed", respMCPDone, Output, 0, -1, 6},
+		{"a code_interpreter_call item", respItemCode, Output, 0, -1, 2},
+		{"code_interpreter_call in progress", respCodeProgress, Output, 0, -1, 3},
+		{"a web_search_call item", respItemSearch, Output, 0, -1, 2},
+		{"web_search_call searching", respSearching, Output, 0, -1, 4},
 		{"failed", respFailed, Error, 0, -1, 6},
 		{"error", respError, Error, 0, -1, 6},
 		{"malformed", `{"type":"response.output_text.delta","delta":"x"`, Malformed, 0, -1, -1},
@@ -117,7 +138,7 @@ func TestProtocolSummariesDoNotAllocate(t *testing.T) {
 	for _, m := range []string{msgStart, msgBlockTool, msgTextDelta, msgDelta, msgStop, `{"type":"content_block_\u0064elta","delta":{"text":"x"}}`} {
 		msgs = append(msgs, []byte(m))
 	}
-	for _, r := range []string{respCreated, respTextDelta, respItemFunc, respCompleted, respCompletedF} {
+	for _, r := range []string{respCreated, respTextDelta, respItemFunc, respCompleted, respCompletedF, respItemMCP, respMCPProgress, respItemCode} {
 		resps = append(resps, []byte(r))
 	}
 	allocs := testing.AllocsPerRun(100, func() {
@@ -146,7 +167,7 @@ func TestDecoderProtocol(t *testing.T) {
 
 // FuzzSummarizeProtocols checks the protocol summaries against a decoding reference.
 func FuzzSummarizeProtocols(f *testing.F) {
-	for _, s := range []string{msgStart, msgBlockTool, msgTextDelta, msgDelta, msgStop, msgPing, respCreated, respTextDelta, respItemFunc, respCompleted, respCompletedF, respFailed} {
+	for _, s := range []string{msgStart, msgBlockTool, msgTextDelta, msgDelta, msgStop, msgPing, respCreated, respTextDelta, respItemFunc, respCompleted, respCompletedF, respFailed, respItemMCP, respMCPProgress, respItemSearch} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data string) {

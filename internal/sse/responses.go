@@ -1,6 +1,10 @@
 package sse
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/fencegate/fencegate/internal/enginetool"
+)
 
 // The OpenAI Responses stream: every event's data has a "type" and a "sequence_number":
 //
@@ -10,7 +14,10 @@ import "bytes"
 //	(or response.incomplete). A failure is an "error" event or response.failed.
 //
 // What is output (docs/design.md §2): every *.delta event with content, a function_call
-// item (it reveals the call), any event that carries non-empty text, and the terminal
+// item (it reveals the call), an item announcing a call of a tool the engine runs itself
+// (mcp_call, code_interpreter_call, web_search_call, ...: internal/enginetool) and every
+// event of such an item (response.mcp_call.in_progress, ...), since the engine may already
+// act on it (docs/design.md §5), any event that carries non-empty text, and the terminal
 // response.completed / response.incomplete (Finish and Done at once). The lifecycle events
 // and the announcement of an empty message or content part are not: committing on them is
 // how a gateway loses its failover.
@@ -21,6 +28,7 @@ type responsesEvent struct {
 	typLen    int
 	output    bool // a non-empty delta, text or arguments
 	function  bool // a function_call item (added, done, or in the final output)
+	engine    bool // an item announcing a call of an engine-run tool
 	usage     bool
 	outTokens int
 	sequence  int64
@@ -46,6 +54,9 @@ func summarizeResponses(name, data []byte) Summary {
 	}
 	if ev.function {
 		sum.Class |= ToolCalls | Output
+	}
+	if ev.engine || enginetool.EngineCallEvent(typ) {
+		sum.Class |= Output
 	}
 	switch {
 	case string(typ) == "response.completed", string(typ) == "response.incomplete":
@@ -119,8 +130,11 @@ func (s *scanner) responsesItem(ev *responsesEvent, depth int) {
 		}
 		switch string(s.name(raw, &buf)) {
 		case "type":
-			if string(s.stringValue(depth+1, &long)) == "function_call" {
+			switch v := s.stringValue(depth+1, &long); {
+			case string(v) == "function_call":
 				ev.function = true
+			case enginetool.AnnouncesEngineCall(v):
+				ev.engine = true
 			}
 		case "text":
 			if s.nonEmptyString(depth + 1) {
@@ -172,6 +186,7 @@ func (s *scanner) responsesResponse(ev *responsesEvent) {
 				s.skip(2)
 			}
 		case "output":
+			// The final output's engine-run calls were output when they were announced.
 			inner := responsesEvent{}
 			s.responsesParts(&inner, 2)
 			ev.function = ev.function || inner.function

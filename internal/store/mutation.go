@@ -66,8 +66,8 @@ type UpdateRequest struct {
 
 // UpsertAttempt inserts or updates an attempt. On update: Replica,
 // EndReason, Failure and ModelRevision keep the stored value when given empty, StartedAt and EndedAt
-// when given zero; LeaseEpoch only grows; CancelSent and CancelAcked are
-// one-way latches.
+// when given zero; LeaseEpoch only grows; CancelSent, CancelAcked and
+// EngineMayHaveActed are one-way latches.
 type UpsertAttempt struct {
 	Attempt Attempt
 }
@@ -222,5 +222,6 @@ func mergeAttempt(prev, next Attempt) Attempt {
 	}
 	m.CancelSent = prev.CancelSent || next.CancelSent
 	m.CancelAcked = prev.CancelAcked || next.CancelAcked
+	m.EngineMayHaveActed = prev.EngineMayHaveActed || next.EngineMayHaveActed
 	return m
 }

@@ -114,6 +114,10 @@ type Attempt struct {
 	// gateway knew it when the attempt started; "" when unknown. An upsert that gives ""
 	// keeps the stored one.
 	ModelRevision string
+	// EngineMayHaveActed: the request lets the engine run tools itself and this attempt's
+	// body may have reached an engine, which may have run one (docs/design.md §5). A
+	// one-way latch, as CancelSent.
+	EngineMayHaveActed bool
 }
 
 // TraceEvent is one entry of a request's optional event trace. Traces are

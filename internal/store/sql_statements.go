@@ -68,9 +68,9 @@ const (
 	SET owner_lease_until = CASE WHEN owner_lease_until < $2 THEN $2 ELSE owner_lease_until END
 	WHERE owner = $1 AND outcome = ''`
 
-	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked, model_revision`
+	attemptColumns = `id, request_id, n, replica, lease_epoch, started_at, ended_at, end_reason, failure, cancel_sent, cancel_acked, model_revision, engine_may_have_acted`
 
-	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)` + upsertAttemptConflict
+	upsertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)` + upsertAttemptConflict
 
 	// upsertAttemptConflict is the merge rule of UpsertAttempt (mergeAttempt).
 	upsertAttemptConflict = `
@@ -83,7 +83,8 @@ const (
 		failure = CASE WHEN excluded.failure <> '' THEN excluded.failure ELSE attempts.failure END,
 		cancel_sent = attempts.cancel_sent OR excluded.cancel_sent,
 		cancel_acked = attempts.cancel_acked OR excluded.cancel_acked,
-		model_revision = CASE WHEN excluded.model_revision <> '' THEN excluded.model_revision ELSE attempts.model_revision END`
+		model_revision = CASE WHEN excluded.model_revision <> '' THEN excluded.model_revision ELSE attempts.model_revision END,
+		engine_may_have_acted = attempts.engine_may_have_acted OR excluded.engine_may_have_acted`
 
 	selectAttemptsSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE request_id = $1 ORDER BY n, id`
 
@@ -108,7 +109,7 @@ const (
 // requestColumns and attemptColumns.
 const (
 	requestColumnCount = 23
-	attemptColumnCount = 12
+	attemptColumnCount = 13
 )
 
 // requestArgs are the values of requestColumns, in order.
@@ -160,6 +161,7 @@ func appendAttemptArgs(args []any, a *Attempt) []any {
 	return append(args,
 		a.ID, a.RequestID, int64(a.N), a.Replica, int64(a.LeaseEpoch),
 		toNanos(a.StartedAt), toNanos(a.EndedAt), a.EndReason, a.Failure, a.CancelSent, a.CancelAcked, a.ModelRevision,
+		a.EngineMayHaveActed,
 	)
 }
 
@@ -168,7 +170,8 @@ func scanAttempt(row rowScanner) (Attempt, error) {
 		a                    Attempt
 		n, epoch, start, end int64
 	)
-	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.Failure, &a.CancelSent, &a.CancelAcked, &a.ModelRevision); err != nil {
+	if err := row.Scan(&a.ID, &a.RequestID, &n, &a.Replica, &epoch, &start, &end, &a.EndReason, &a.Failure, &a.CancelSent, &a.CancelAcked, &a.ModelRevision,
+		&a.EngineMayHaveActed); err != nil {
 		return Attempt{}, err
 	}
 	a.N, a.LeaseEpoch = int(n), uint64(epoch)

@@ -64,6 +64,10 @@ type Attempt struct {
 	EndedAt       time.Time `json:"ended_at,omitzero"`
 	EndReason     string    `json:"end_reason,omitempty"`
 	Failure       string    `json:"failure,omitempty"`
+	// EngineMayHaveActed: the request let the engine run tools itself and this attempt's
+	// body may have reached it, so a tool may have run (docs/design.md §5): replaying the
+	// request may run it again.
+	EngineMayHaveActed bool `json:"engine_may_have_acted,omitempty"`
 	// SentBody is the body sent to the engine when it differs from the client's (the
 	// gateway asks vLLM and SGLang for per-chunk usage); absent when it is the same.
 	SentBody json.RawMessage `json:"sent_body,omitempty"`

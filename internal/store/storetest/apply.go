@@ -140,6 +140,7 @@ func testApplyAttempts(t *testing.T, b Backend) {
 
 	ended := att(2)
 	ended.EndedAt, ended.EndReason, ended.Failure, ended.CancelSent = t0.Add(time.Second), "fenced", "uncertain", true
+	ended.EngineMayHaveActed = true
 	mustApply(t, s, store.UpsertAttempt{Attempt: ended})
 	// A later partial upsert neither clears the latches, the end nor the revision.
 	mustApply(t, s, store.UpsertAttempt{Attempt: store.Attempt{ID: ended.ID, RequestID: "req_1", N: 2, CancelAcked: true, LeaseEpoch: 1}})

@@ -101,6 +101,7 @@ func randomMutation(rng *rand.Rand, ids []string) store.Mutation {
 			ID: store.AttemptID(id, n), RequestID: id, N: n,
 			Replica: pick("", "r1", "r2"), LeaseEpoch: uint64(rng.IntN(5)), EndReason: pick("", "", "reset", "fenced"), Failure: pick("", "", "dead", "uncertain"),
 			CancelSent: rng.IntN(4) == 0, CancelAcked: rng.IntN(6) == 0, ModelRevision: pick("", "", "rev-1", "rev-2"),
+			EngineMayHaveActed: rng.IntN(5) == 0,
 		}
 		if rng.IntN(2) == 0 {
 			a.StartedAt = t0.Add(time.Duration(rng.IntN(1000)))

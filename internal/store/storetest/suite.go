@@ -189,7 +189,8 @@ func equalAttempt(a, b store.Attempt) bool {
 	return a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt) &&
 		a.ID == b.ID && a.RequestID == b.RequestID && a.N == b.N && a.Replica == b.Replica &&
 		a.LeaseEpoch == b.LeaseEpoch && a.EndReason == b.EndReason && a.Failure == b.Failure &&
-		a.CancelSent == b.CancelSent && a.CancelAcked == b.CancelAcked && a.ModelRevision == b.ModelRevision
+		a.CancelSent == b.CancelSent && a.CancelAcked == b.CancelAcked && a.ModelRevision == b.ModelRevision &&
+		a.EngineMayHaveActed == b.EngineMayHaveActed
 }
 
 func show(v any) any {
