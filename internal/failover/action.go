@@ -89,7 +89,7 @@ type Action struct {
 	Kind       ActionKind
 	Attempt    int
 	Rerun      bool
-	Reason     string
+	Reason     EndReason
 	Outcome    Outcome
 	WriteDone  bool
 	AsEvent    bool

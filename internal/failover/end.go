@@ -13,7 +13,7 @@ func (m *Machine) tick(now time.Time) {
 	if m.cfg.MaxDuration > 0 && !m.started.Add(m.cfg.MaxDuration).After(now) {
 		m.parkedSet = false
 		if m.attemptLive() {
-			m.endAttempt(now, "max_request_duration", 0, true, false, false)
+			m.endAttempt(now, EndMaxRequestDuration, 0, true, false, false)
 		}
 		m.discardHeld()
 		m.end(m.decorate(&openai.Error{Status: 504, Type: "server_error", Code: "request_timeout",
@@ -25,15 +25,15 @@ func (m *Machine) tick(now time.Time) {
 		if !m.closingUntil.After(now) {
 			// The engine reported an error but did not end its stream: the gateway closes
 			// it, which does not prove that the engine stopped.
-			m.fail(m.attempt, Uncertain, "engine_error_event", m.closingErr, now, false, false)
+			m.fail(m.attempt, Uncertain, EndEngineErrorEvent, m.closingErr, now, false, false)
 			if m.done {
 				return
 			}
 		}
 	case waiting, receiving:
-		timeout, reason := m.cfg.FirstTokenTimeout, "first_token_timeout"
+		timeout, reason := m.cfg.FirstTokenTimeout, EndFirstTokenTimeout
 		if m.phase == receiving {
-			timeout, reason = m.cfg.IdleTimeout, "idle_timeout"
+			timeout, reason = m.cfg.IdleTimeout, EndIdleTimeout
 		}
 		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
 			m.fail(m.attempt, Uncertain, reason, nil, now, false, false)
@@ -54,7 +54,7 @@ func (m *Machine) tick(now time.Time) {
 
 // endAttempt records the end of the current attempt and tells the shell to tear it down.
 // neverStarted: its failure proves the engine never started the request.
-func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cancel, awaitFence, neverStarted bool) {
+func (m *Machine) endAttempt(now time.Time, reason EndReason, f FailureClass, cancel, awaitFence, neverStarted bool) {
 	if n := len(m.attempts); n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Ended.IsZero() {
 		m.attempts[n-1].Ended = now
 		m.attempts[n-1].EndReason = reason
@@ -70,7 +70,7 @@ func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cance
 // uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
 // its rerun waits for EvFenced, so two attempts are never alive together. neverStarted: the
 // failure proves the engine never started the request (see neverStarted).
-func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
+func (m *Machine) fail(attempt int, class FailureClass, reason EndReason, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
 	if n := len(m.attempts); dial && n > 0 && m.attempts[n-1].N == attempt {
 		m.attempts[n-1].Dial = true
 	}
@@ -95,17 +95,7 @@ func (m *Machine) fenceable() bool {
 	return n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Fenceable
 }
 
-// NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is
-// at its load limit: the client is told to come back later (429) rather than that the pool
-// is down (503).
-const NoReplicaOverloaded = "overloaded"
-
-// NoReplicaPinned is the EvNoReplica reason that says the request continues state that
-// lives on one replica only (a Responses previous_response_id), and that replica cannot
-// serve it: running it elsewhere would silently lose that state.
-const NoReplicaPinned = "previous_response_unavailable"
-
-func (m *Machine) noReplica(attempt int, reason string) {
+func (m *Machine) noReplica(attempt int, reason EndReason) {
 	m.phase = noAttempt
 	e := &openai.Error{
 		Status:  503,
@@ -118,7 +108,7 @@ func (m *Machine) noReplica(attempt int, reason string) {
 		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
 	}
 	if reason == NoReplicaPinned {
-		e.Code = NoReplicaPinned
+		e.Code = string(NoReplicaPinned)
 		e.Message = "the previous response this request continues (previous_response_id) is stored only on the replica that produced it, and that replica cannot take the request now; it is not run elsewhere, where that state does not exist"
 		if attempt > 1 {
 			prev := m.attempts[len(m.attempts)-1]

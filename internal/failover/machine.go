@@ -68,7 +68,7 @@ type AttemptInfo struct {
 	Replica   string
 	Started   time.Time
 	Ended     time.Time
-	EndReason string
+	EndReason EndReason
 	Failure   FailureClass
 	// Fenceable: the attempt held a worker-side lease.
 	Fenceable bool
@@ -272,7 +272,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.current(ev.Attempt) && m.attemptLive() && !m.parkedSet {
 			if m.phase == closing && ev.Failure == Dead {
 				// The engine reported an error and then its connection ended: proof.
-				m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false, false)
+				m.fail(ev.Attempt, Dead, EndEngineErrorEvent, m.closingErr, now, false, false)
 				return m.out
 			}
 			if ev.Dial && !m.committed {
@@ -289,9 +289,9 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 			m.boundaryAnswered(ev, now)
 		}
 	case EvClientGone:
-		outcome, reason := Cancelled, "client_gone"
+		outcome, reason := Cancelled, EndClientGone
 		if ev.Stalled {
-			outcome, reason = ClientStalled, "client_stalled"
+			outcome, reason = ClientStalled, EndClientStalled
 		}
 		m.parkedSet = false
 		if m.attemptLive() {

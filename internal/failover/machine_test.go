@@ -32,7 +32,7 @@ func chunk(attempt int, c sse.Class) Event {
 	return ev
 }
 
-func failed(attempt int, f FailureClass, reason string) Event {
+func failed(attempt int, f FailureClass, reason EndReason) Event {
 	return Event{Kind: EvFailed, Attempt: attempt, Failure: f, Reason: reason}
 }
 

@@ -62,7 +62,7 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 		// Each running attempt's owner fails it (and reruns the request if nothing was
 		// delivered) as soon as it reads its inbox; nothing here waits for it.
 		for a, rn := range p.attemptsOn(name) {
-			rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Dead, Reason: "replica_declared_dead"}})
+			rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Dead, Reason: failover.EndReplicaDeclaredDead}})
 			failed++
 		}
 	}

@@ -101,7 +101,7 @@ func (l *agentLink) renew(ctx context.Context) {
 		l.s.log.Warn("agent heartbeat failed", "replica", l.replica, "err", err)
 	}
 	for a, rn := range l.pool.attemptsOn(l.replica) {
-		rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Uncertain, Reason: "agent_unreachable"}})
+		rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Uncertain, Reason: failover.EndAgentUnreachable}})
 	}
 }
 

@@ -81,7 +81,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	a := &attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1)}
 	p := rn.pool.acquire(now, rn, a, rn.affinity)
 	if !p.ok {
-		reason := ""
+		var reason failover.EndReason
 		switch {
 		case p.pinned:
 			reason = failover.NoReplicaPinned
@@ -113,8 +113,8 @@ func (rn *run) startAttempt(n int, now time.Time) {
 				a.link.forget(a.id)
 			}
 			rn.s.log.Warn("attempt not journaled, so not sent", "request_id", rn.id, "attempt", a.id, "err", err)
-			rn.queue(failover.Event{Kind: failover.EvAbort, Reason: "journal_unavailable",
-				Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
+			rn.queue(failover.Event{Kind: failover.EvAbort, Reason: failover.EndJournalUnavailable,
+				Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(failover.EndJournalUnavailable),
 					Message: "the request journal is unavailable, so the attempt was not started: " + err.Error()}})
 			return
 		}
@@ -139,7 +139,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 	rn.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	rn.queue(failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: p.name, Fenceable: a.link != nil})
 	if req == nil {
-		rn.queue(failover.Event{Kind: failover.EvFailed, Attempt: n, Failure: failover.Dead, Reason: "bad_upstream_url", Dial: true})
+		rn.queue(failover.Event{Kind: failover.EvFailed, Attempt: n, Failure: failover.Dead, Reason: failover.EndBadUpstreamURL, Dial: true})
 		return
 	}
 	rn.readers.Add(1)
@@ -190,7 +190,7 @@ func (rn *run) endAttempt(act failover.Action, now time.Time) {
 	close(a.stop)
 	rn.pool.release(a.replica, a)
 	a.rec.EndedAt = now
-	a.rec.EndReason = act.Reason
+	a.rec.EndReason = string(act.Reason)
 	a.rec.CancelSent = act.Cancel
 	if info, ok := rn.m.Attempt(act.Attempt); ok {
 		if info.Failure != 0 {
@@ -200,14 +200,14 @@ func (rn *run) endAttempt(act failover.Action, now time.Time) {
 	}
 	end := a.rec.Failure
 	if end == "" {
-		end = "completed"
+		end = failover.Completed.String()
 		if act.Cancel {
-			end = "cancelled"
+			end = failover.Cancelled.String()
 		}
 	}
 	rn.s.metrics.attempts.WithLabelValues(rn.model, a.replica, end).Inc()
 	rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
-	endAttemptSpan(a, act.Reason, a.rec.Failure, act.Cancel)
+	endAttemptSpan(a, string(act.Reason), a.rec.Failure, act.Cancel)
 	if a.link != nil {
 		rn.releaseLease(a, act.Cancel, act.AwaitFence)
 	}

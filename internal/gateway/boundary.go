@@ -22,11 +22,11 @@ func (rn *run) recordBoundary(now time.Time) failover.Event {
 	if err == nil {
 		return failover.Event{Kind: failover.EvBoundaryRecorded}
 	}
-	code, msg := "journal_unavailable", "the gateway could not record the delivery boundary durably, so it delivered nothing: "+err.Error()
+	code, msg := failover.EndJournalUnavailable, "the gateway could not record the delivery boundary durably, so it delivered nothing: "+err.Error()
 	if errors.Is(err, store.ErrNotOwner) {
-		code, msg = "request_ownership_lost", "another gateway took over this request, so this one delivered nothing"
+		code, msg = failover.EndOwnershipLost, "another gateway took over this request, so this one delivered nothing"
 	}
 	rn.s.log.Warn("delivery boundary not recorded", "request_id", rn.id, "err", err)
 	return failover.Event{Kind: failover.EvBoundaryRecorded, Reason: code,
-		Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: code, Message: msg}}
+		Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(code), Message: msg}}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
@@ -55,8 +56,8 @@ func (s *Server) Drain(ctx context.Context) {
 	s.activeMu.Unlock()
 	cut := time.Now().Add(drainWriteGrace)
 	for _, rn := range runs {
-		rn.inbox.post(control{kind: ctlAbort, reason: "gateway_shutdown", err: &openai.Error{
-			Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutdown",
+		rn.inbox.post(control{kind: ctlAbort, reason: failover.EndGatewayShutdown, err: &openai.Error{
+			Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(failover.EndGatewayShutdown),
 			Message: "the gateway is shutting down and ended this request; retry it on another gateway"}})
 		rn.cw.expire(cut)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
@@ -26,7 +27,7 @@ func (rn *run) releaseLease(a *attempt, cancelled, awaitFence bool) {
 	journal, box := rn.s.journal, rn.inbox
 	ackRec := store.Attempt{ID: a.rec.ID, RequestID: a.rec.RequestID, N: a.rec.N, CancelAcked: true}
 	var once sync.Once
-	fenced := func(reason string) {
+	fenced := func(reason failover.EndReason) {
 		once.Do(func() {
 			if awaitFence {
 				box.post(control{kind: ctlFenced, a: a, reason: reason})
@@ -34,14 +35,14 @@ func (rn *run) releaseLease(a *attempt, cancelled, awaitFence bool) {
 			link.forget(a.id)
 		})
 	}
-	timer := time.AfterFunc(expires.Sub(rn.s.now()), func() { fenced("lease_expired") })
+	timer := time.AfterFunc(expires.Sub(rn.s.now()), func() { fenced(failover.FencedLeaseExpired) })
 	ctx, cancel := context.WithDeadline(context.Background(), expires)
 	go func() {
 		defer cancel()
 		if link.cancel(ctx, a.id, a.epoch) {
 			timer.Stop()
 			journal.Submit(store.UpsertAttempt{Attempt: ackRec})
-			fenced("cancel_acked")
+			fenced(failover.FencedCancelAcked)
 		}
 	}()
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"sync"
 
+	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
@@ -28,7 +29,7 @@ type control struct {
 	kind    controlKind
 	a       *attempt
 	failure upstream.Failure
-	reason  string
+	reason  failover.EndReason
 	err     *openai.Error
 	tokens  int
 }

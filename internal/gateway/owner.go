@@ -177,7 +177,7 @@ func (rn *run) teardown() {
 	for _, a := range rn.attempts {
 		if !a.ended {
 			rn.s.log.Error("attempt still running when its request ended; closing it", "request_id", rn.id, "attempt", a.id)
-			rn.endAttempt(failover.Action{Kind: failover.ActEndAttempt, Attempt: a.n, Reason: "request_ended", Cancel: true}, now)
+			rn.endAttempt(failover.Action{Kind: failover.ActEndAttempt, Attempt: a.n, Reason: failover.EndRequestEnded, Cancel: true}, now)
 		}
 	}
 	rn.readers.Wait()
@@ -242,11 +242,11 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 	switch a.Kind {
 	case failover.ActStartAttempt:
 		if a.Rerun {
-			reason := ""
+			var reason failover.EndReason
 			if infos := rn.m.Attempts(); len(infos) > 0 {
 				reason = infos[len(infos)-1].EndReason
 			}
-			rn.s.metrics.reruns.WithLabelValues(rn.model, reason).Inc()
+			rn.s.metrics.reruns.WithLabelValues(rn.model, string(reason)).Inc()
 		}
 		rn.startAttempt(a.Attempt, now)
 	case failover.ActEndAttempt:

@@ -285,7 +285,7 @@ func (p *pool) attemptEnded(r *balance.Replica, rn *run, a *attempt) balance.Eje
 	case attemptCompleted:
 		p.b.AttemptCompleted(r)
 	case attemptFailed:
-		return p.b.AttemptFailed(r, rn.now(), info.EndReason)
+		return p.b.AttemptFailed(r, rn.now(), string(info.EndReason))
 	}
 	return balance.Ejection{}
 }
@@ -313,11 +313,11 @@ func replicaBlame(info failover.AttemptInfo) blame {
 	}
 	switch info.Failure {
 	case 0:
-		if info.EndReason == "completed" {
+		if info.EndReason == failover.EndCompleted {
 			return attemptCompleted
 		}
 	case failover.Dead, failover.Uncertain:
-		if !info.Dial && info.EndReason != "replica_declared_dead" && info.EndReason != "agent_unreachable" {
+		if !info.Dial && info.EndReason != failover.EndReplicaDeclaredDead && info.EndReason != failover.EndAgentUnreachable {
 			return attemptFailed
 		}
 	}
@@ -353,12 +353,12 @@ func (p *pool) with(name string, f func(*balance.Replica)) bool {
 	return r != nil
 }
 
-func (p *pool) dialFailed(name string, now time.Time, reason string) {
-	p.with(name, func(r *balance.Replica) { p.b.MarkDialFailed(r, now, reason) })
+func (p *pool) dialFailed(name string, now time.Time, reason failover.EndReason) {
+	p.with(name, func(r *balance.Replica) { p.b.MarkDialFailed(r, now, string(reason)) })
 }
 
-func (p *pool) overloaded(name string, until time.Time, reason string) {
-	p.with(name, func(r *balance.Replica) { p.b.MarkOverloaded(r, until, reason) })
+func (p *pool) overloaded(name string, until time.Time, reason failover.EndReason) {
+	p.with(name, func(r *balance.Replica) { p.b.MarkOverloaded(r, until, string(reason)) })
 }
 
 func (p *pool) probeResult(name string, ok bool, reason string) {

@@ -41,7 +41,7 @@ func (rn *run) onUpstream(msg upMsg) {
 			// cost, and the replica stays out until its credentials work.
 			rn.pool.refusedCredentials(rn.s, a.replica, msg.status)
 			rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead,
-				Reason: "engine_unauthorized", Dial: true, Err: openai.NormalizeEngineError(msg.status, msg.body)})
+				Reason: failover.EndEngineUnauthorized, Dial: true, Err: openai.NormalizeEngineError(msg.status, msg.body)})
 			return
 		}
 		f := upstream.ClassifyStatus(msg.status)
@@ -72,7 +72,7 @@ func (rn *run) onData(a *attempt, b []byte) {
 	if a.dec.Err() != nil && rn.live(a) {
 		// The gateway must close a stream it cannot read, which does not prove that the
 		// engine stopped.
-		rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: "event_too_large"}, nil)
+		rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: failover.EndEventTooLarge}, nil)
 	}
 }
 
@@ -182,7 +182,7 @@ func (rn *run) upstreamError(a *attempt, err error) {
 	}
 	f := upstream.ClassifyError(err)
 	if errors.Is(err, errBodyTooLarge) {
-		f = upstream.Failure{Class: failover.Uncertain, Reason: "body_too_large"}
+		f = upstream.Failure{Class: failover.Uncertain, Reason: failover.EndBodyTooLarge}
 	}
 	rn.failAttempt(a, f, nil)
 }
