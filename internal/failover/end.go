@@ -26,9 +26,6 @@ func (m *Machine) tick(now time.Time) {
 			// The engine reported an error but did not end its stream: the gateway closes
 			// it, which does not prove that the engine stopped.
 			m.fail(m.attempt, Uncertain, EndEngineErrorEvent, m.closingErr, now, false, false)
-			if m.done {
-				return
-			}
 		}
 	case waiting, receiving:
 		timeout, reason := m.cfg.FirstTokenTimeout, EndFirstTokenTimeout
@@ -37,11 +34,20 @@ func (m *Machine) tick(now time.Time) {
 		}
 		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
 			m.fail(m.attempt, Uncertain, reason, nil, now, false, false)
-			if m.done {
-				return
-			}
 		}
 	}
+	if m.asking {
+		// The failure waits for the retry budget; the keepalive follows its answer.
+		m.asked.tick = true
+		return
+	}
+	if !m.done {
+		m.keepalive(now)
+	}
+}
+
+// keepalive writes an SSE comment when the keepalive period passed with nothing delivered.
+func (m *Machine) keepalive(now time.Time) {
 	if !m.keepaliveAt.IsZero() && !m.keepaliveAt.After(now) && !m.committed {
 		if !m.headersSent {
 			m.headersSent = true
@@ -66,17 +72,60 @@ func (m *Machine) endAttempt(now time.Time, reason EndReason, f FailureClass, ca
 	m.emit(Action{Kind: ActEndAttempt, Attempt: m.attempt, Reason: reason, Cancel: cancel, AwaitFence: awaitFence})
 }
 
+// failure is a failed attempt as fail received it.
+type failure struct {
+	attempt   int
+	class     FailureClass
+	reason    EndReason
+	engineErr *openai.Error
+	// dial: the attempt never reached its replica; neverStarted: the failure proves the
+	// engine never started the request (see neverStarted).
+	dial, neverStarted bool
+	// tick: EvTick found it, and that tick's keepalive is still to come.
+	tick bool
+}
+
 // fail handles the failure of the current attempt: fence it, then rerun or end. An
 // uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
 // its rerun waits for EvFenced, so two attempts are never alive together. neverStarted: the
 // failure proves the engine never started the request (see neverStarted).
+//
+// When every check but the retry budget allows the rerun, the machine asks for it
+// (ActTryRerun, the last action of the step) and decides on the answer (EvRerunBudget):
+// the budget is the pool's, shared by many requests, and the machine takes no part of it.
 func (m *Machine) fail(attempt int, class FailureClass, reason EndReason, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
 	if n := len(m.attempts); dial && n > 0 && m.attempts[n-1].N == attempt {
 		m.attempts[n-1].Dial = true
 	}
-	d := m.shouldRerun(class, dial, neverStarted, now)
-	await := d == rerun && class == Uncertain
-	m.endAttempt(now, reason, class, true, await, neverStarted)
+	f := failure{attempt: attempt, class: class, reason: reason, engineErr: engineErr, dial: dial, neverStarted: neverStarted}
+	d := m.shouldRerun(class, dial, neverStarted)
+	if d == askBudget {
+		m.asked, m.asking = f, true
+		m.emit(Action{Kind: ActTryRerun, Attempt: attempt})
+		return
+	}
+	m.decide(f, d, now)
+}
+
+// budgetAnswered decides the failure that waited for the retry budget.
+func (m *Machine) budgetAnswered(granted bool, now time.Time) {
+	f := m.asked
+	m.asked, m.asking = failure{}, false
+	d := noRerunBudget
+	if granted {
+		d = rerun
+	}
+	m.decide(f, d, now)
+	if f.tick && !m.done {
+		m.keepalive(now)
+	}
+}
+
+// decide ends the failed attempt and reruns the request, waits for the attempt's fence, or
+// ends the request, as shouldRerun decided.
+func (m *Machine) decide(f failure, d decision, now time.Time) {
+	await := d == rerun && f.class == Uncertain
+	m.endAttempt(now, f.reason, f.class, true, await, f.neverStarted)
 	m.discardHeld()
 	switch {
 	case await:
@@ -84,7 +133,7 @@ func (m *Machine) fail(attempt int, class FailureClass, reason EndReason, engine
 	case d == rerun:
 		m.startAttempt(true)
 	default:
-		m.end(m.errorFor(d, class, reason, engineErr))
+		m.end(m.errorFor(d, f.class, f.reason, f.engineErr))
 	}
 }
 
@@ -136,7 +185,6 @@ func (m *Machine) end(e *openai.Error) {
 	if m.committed {
 		outcome = Interrupted
 	}
-	m.err = e
 	m.outcome = outcome
 	m.done = true
 	m.keepaliveAt = time.Time{}

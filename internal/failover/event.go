@@ -44,6 +44,10 @@ const (
 	// EvBoundaryRecorded answers ActRecordBoundary: Err is nil when the delivery boundary
 	// is durable, otherwise the request ends with Err and nothing is delivered.
 	EvBoundaryRecorded
+	// EvRerunBudget answers ActTryRerun for Attempt: Granted when the pool's retry budget
+	// allowed the rerun (and withdrew it), otherwise the request ends with
+	// retry_budget_exhausted.
+	EvRerunBudget
 )
 
 // Event is one input to Machine.Step. Only the fields its Kind names are read.
@@ -73,4 +77,6 @@ type Event struct {
 	// Stalled marks an EvClientGone caused by the client accepting no bytes for the write
 	// timeout.
 	Stalled bool
+	// Granted answers ActTryRerun (EvRerunBudget): the retry budget allowed the rerun.
+	Granted bool
 }

@@ -3,7 +3,6 @@ package failover
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
 )
@@ -20,6 +19,8 @@ const (
 	noRerunBudget
 	noRerunCost
 	noRerunEngineActed
+	// askBudget: every other check allows the rerun; the pool's retry budget decides.
+	askBudget
 )
 
 // shouldRerun is the whole failover policy for a failed attempt (docs/design.md §3). It checks, in
@@ -36,8 +37,10 @@ const (
 //     prefill, and every replica is tried at most once, so it is bounded by the pool;
 //  6. max_attempts, counting only attempts that reached a replica;
 //  7. the rerun's cost: a prompt estimated above the token limit is refused up front;
-//  8. the pool's retry budget (checked last, so a denied rerun spends nothing).
-func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now time.Time) decision {
+//  8. the pool's retry budget (checked last, so a denied rerun spends nothing). The machine
+//     does not hold it: it asks the shell (askBudget, then ActTryRerun) and the answer
+//     (EvRerunBudget) decides between rerun and noRerunBudget.
+func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool) decision {
 	switch {
 	case m.committed:
 		return noRerunCommitted
@@ -53,8 +56,8 @@ func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now t
 		return noRerunAttempts
 	case m.cfg.RerunTokenLimit > 0 && m.cfg.PromptTokens > m.cfg.RerunTokenLimit:
 		return noRerunCost
-	case m.cfg.Budget != nil && !m.cfg.Budget.TryRerun(now):
-		return noRerunBudget
+	case m.cfg.RetryBudget:
+		return askBudget
 	}
 	return rerun
 }

@@ -114,7 +114,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		RequestID: rn.id, Model: req.Model, Stream: req.Stream, Choices: req.Choices, MaxAttempts: cfg.MaxAttempts,
 		FirstTokenTimeout: firstToken, IdleTimeout: idle, MaxDuration: cfg.MaxRequestDuration.D(),
 		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), MaxHeldBytes: cfg.MaxHeldBytes,
-		DurableBoundary: rn.keyed, Budget: p,
+		DurableBoundary: rn.keyed, RetryBudget: true,
 		RerunTokenLimit: rerunTokenLimit(l.cfg), PromptTokens: rn.promptTokens,
 		EngineTools: req.EngineTools.Types, RerunEngineTools: req.EngineTools.Idempotent(cfg.IdempotentServers()),
 	})

@@ -259,6 +259,10 @@ func (rn *run) perform(a failover.Action, now time.Time) {
 			rn.s.metrics.softTimeouts.WithLabelValues(rn.model).Inc()
 		}
 		rn.cw.write(sse.KeepaliveEvent)
+	case failover.ActTryRerun:
+		// The pool's budget is shared by its requests: the machine asks, the pool answers,
+		// and the answer is stepped before anything else (docs/design.md §3).
+		rn.queue(failover.Event{Kind: failover.EvRerunBudget, Attempt: a.Attempt, Granted: rn.pool.tryRerun(now)})
 	case failover.ActRecordBoundary:
 		// The machine parked the event that crosses the boundary; it is delivered when
 		// the answer below is stepped, which must come before any other event.

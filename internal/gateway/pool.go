@@ -377,8 +377,9 @@ func (p *pool) onRequest(now time.Time) {
 	p.mu.Unlock()
 }
 
-// TryRerun implements failover.Budget.
-func (p *pool) TryRerun(now time.Time) bool {
+// tryRerun withdraws one rerun from the pool's retry budget if it has one: the answer to a
+// machine's ActTryRerun.
+func (p *pool) tryRerun(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.budget.TryRerun(now)
