@@ -144,11 +144,11 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 		if models == nil {
 			return
 		}
-		from = "/v1/models"
+		from = discover.ModelsPath
 		if facts, err = discover.VLLMModels(models, p.b.Model); err != nil {
 			break
 		}
-		if body, _, gerr := s.engineGet(ctx, tg, "/version"); gerr == nil {
+		if body, _, gerr := s.engineGet(ctx, tg, discover.VLLMVersionPath); gerr == nil {
 			facts.Version, _ = discover.VLLMVersion(body)
 		}
 	case "sglang":
@@ -164,9 +164,9 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 			break
 		}
 	case "llamacpp":
-		from = "/props"
+		from = discover.LlamaCppPropsPath
 		var body []byte
-		if body, _, err = s.engineGet(ctx, tg, "/props"); err == nil {
+		if body, _, err = s.engineGet(ctx, tg, discover.LlamaCppPropsPath); err == nil {
 			facts, err = discover.LlamaCppProps(body)
 		}
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/discover"
 	"github.com/fencegate/fencegate/internal/enginemetrics"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) scrapePool(ctx context.Context, p *pool) {
 func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+discover.ModelsPath, nil)
 	if err != nil {
 		return nil, nil, 0, err
 	}
