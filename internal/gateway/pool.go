@@ -11,45 +11,28 @@ import (
 	"github.com/fencegate/fencegate/internal/failover"
 )
 
-// pool is a balance.Pool, its retry budget and its attempt registry behind one lock. Its
-// replicas may change while it serves (a reload, DNS discovery): see reconcile.
+// pool is a balance.Pool, its retry budget and what it knows of each replica behind one
+// lock. Its replicas may change while it serves (a reload, DNS discovery): see reconcile.
 type pool struct {
 	mu     sync.Mutex
 	b      balance.Pool
 	budget *failover.RetryBudget
-	// configured is each replica's fingerprint as configured (discovery is checked against
-	// it; b's Replica.Fingerprint is the effective one).
-	configured map[string]map[string]string
-	// running holds the runs with an attempt on each replica, so that a replica declared
-	// dead can have its attempts failed at once.
-	running map[string]map[*attempt]*run
+	// members is what the gateway keeps of each replica besides its balance state (b's
+	// replica of the same name): one entry per replica, added and removed with it.
+	members map[string]*member
 	// affinityBytes is the prompt prefix length that gives a request affinity (<= 0: none).
 	affinityBytes int
 	allowCross    bool
-	// Why each replica is kept out, per check (empty: agrees).
-	wrongModel map[string]string
-	fpMismatch map[string]string
-	prefixes   *prefixMemory
-	// members is what the gateway keeps of each replica besides its balance state;
-	// detected is the engine its metrics tell.
-	members  map[string]*member
-	detected map[string]string
-	// unauthorized says why a replica refused the gateway's credentials (401/403); it
-	// stays out until an authenticated check of it succeeds.
-	unauthorized map[string]string
+	prefixes      *prefixMemory
 	// discovery, when the pool finds replicas in DNS, stops its loop.
 	discovery context.CancelFunc
-	// facts is what each replica's engine, agent and canary told (facts.go, canary.go).
-	facts map[string]*replicaFacts
 	// canary is the pool's consistency check, nil when off; its schedule is in canaryRun.
 	canary    *config.Canary
 	canaryRun canarySchedule
-	// probeFailed: the replica's last probe failed (or it joined unprobed), so a passing
-	// one means it (re)joins, which the canary checks at once.
-	probeFailed map[string]bool
 }
 
-// member is one replica as the gateway knows it.
+// member is one replica as the gateway knows it besides its balance state. The pool's lock
+// guards it.
 type member struct {
 	engine string     // as configured ("" : found from its metrics)
 	key    string     // the engine's API key
@@ -57,6 +40,22 @@ type member struct {
 	source string     // "config" or "dns": which list it came from
 	// removed: it left the configuration or DNS; it drains and goes once idle.
 	removed bool
+	// configured is its fingerprint as configured (discovery is checked against it; b's
+	// Replica.Fingerprint is the effective one); detected is the engine its metrics tell.
+	configured map[string]string
+	detected   string
+	// Why it is kept out, per check (empty: agrees). unauthorized: it refused the gateway's
+	// credentials (401/403), and stays out until an authenticated check of it succeeds.
+	wrongModel, fpMismatch, unauthorized string
+	// facts is what its engine, agent and canary told (facts.go, canary.go); nil until one
+	// of them did.
+	facts *replicaFacts
+	// probeFailed: its last probe failed (or it joined unprobed), so a passing one means
+	// it (re)joins, which the canary checks at once.
+	probeFailed bool
+	// running holds the runs with an attempt on it, so that a replica declared dead can
+	// have its attempts failed at once.
+	running map[*attempt]*run
 }
 
 // replicaSpec is a replica as a configuration or a DNS answer describes it.
@@ -67,17 +66,9 @@ type replicaSpec struct {
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 	p := &pool{
-		b:            balance.Pool{Model: m.Name},
-		configured:   make(map[string]map[string]string),
-		running:      make(map[string]map[*attempt]*run),
-		wrongModel:   make(map[string]string),
-		fpMismatch:   make(map[string]string),
-		prefixes:     newPrefixMemory(100_000),
-		members:      make(map[string]*member),
-		detected:     make(map[string]string),
-		unauthorized: make(map[string]string),
-		facts:        make(map[string]*replicaFacts),
-		probeFailed:  make(map[string]bool),
+		b:        balance.Pool{Model: m.Name},
+		prefixes: newPrefixMemory(100_000),
+		members:  make(map[string]*member),
 	}
 	p.configure(m, c)
 	rb := c.Policy.RetryBudget
@@ -119,12 +110,11 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		if m == nil || r == nil {
 			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
 			p.b.Add(r, probed)
-			p.running[sp.Name] = make(map[*attempt]*run)
-			m = &member{source: source}
+			m = &member{source: source, running: make(map[*attempt]*run)}
 			p.members[sp.Name] = m
 			if !probed {
 				s.log.Info("replica joins", "model", p.b.Model, "replica", sp.Name, "url", sp.URL, "from", source)
-				p.probeFailed[sp.Name] = true // its first passing probe is its joining
+				m.probeFailed = true // its first passing probe is its joining
 			}
 		} else {
 			r.URL, r.Priority = sp.URL, sp.Priority
@@ -133,7 +123,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 				p.b.SetDraining(r, false, "")
 			}
 		}
-		p.configured[sp.Name] = fp
+		m.configured = fp
 		m.engine, m.key, m.source = sp.Engine, sp.key, source
 		switch {
 		case sp.Agent && (m.link == nil || m.link.url != sp.URL):
@@ -164,14 +154,6 @@ func (p *pool) dropIfIdle(name string) {
 	}
 	p.b.Remove(name)
 	delete(p.members, name)
-	delete(p.running, name)
-	delete(p.configured, name)
-	delete(p.detected, name)
-	delete(p.wrongModel, name)
-	delete(p.fpMismatch, name)
-	delete(p.unauthorized, name)
-	delete(p.facts, name)
-	delete(p.probeFailed, name)
 }
 
 // links returns the agent links of the pool's replicas.
@@ -234,12 +216,9 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 	}
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
-	p.running[c.Replica.Name][a] = rn
 	m := p.members[c.Replica.Name]
-	engine := m.engine
-	if engine == "" {
-		engine = p.detected[c.Replica.Name]
-	}
+	m.running[a] = rn
+	engine := m.engineKind()
 	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
 		closesStreams: engine == "llamacpp", key: m.key, link: m.link}
 }
@@ -251,7 +230,11 @@ func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick
 // eject the replica (balance.Pool.AttemptFailed).
 func (p *pool) release(name string, a *attempt) {
 	p.mu.Lock()
-	rn := p.running[name][a]
+	m := p.members[name]
+	var rn *run
+	if m != nil {
+		rn = m.running[a]
+	}
 	if rn != nil && a.rec.ModelRevision == "" {
 		a.rec.ModelRevision = rn.revision
 	}
@@ -265,7 +248,9 @@ func (p *pool) release(name string, a *attempt) {
 			ej = p.attemptEnded(r, rn, a)
 		}
 	}
-	delete(p.running[name], a)
+	if m != nil {
+		delete(m.running, a)
+	}
 	p.dropIfIdle(name)
 	model, ejectAfter := p.b.Model, p.b.EjectAfter
 	p.mu.Unlock()
@@ -364,10 +349,14 @@ func (p *pool) overloaded(name string, until time.Time, reason failover.EndReaso
 func (p *pool) probeResult(name string, ok bool, reason string) {
 	p.with(name, func(r *balance.Replica) {
 		p.b.ProbeResult(r, ok, reason)
-		if ok && p.probeFailed[name] {
+		m := p.members[name]
+		if m == nil {
+			return
+		}
+		if ok && m.probeFailed {
 			p.canaryRun.kicked = true // it (re)joins: check that it answers as its group
 		}
-		p.probeFailed[name] = !ok
+		m.probeFailed = !ok
 	})
 }
 
@@ -389,7 +378,10 @@ func (p *pool) tryRerun(now time.Time) bool {
 func (p *pool) attemptsOn(name string) map[*attempt]*run {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return maps.Clone(p.running[name])
+	if m := p.members[name]; m != nil {
+		return maps.Clone(m.running)
+	}
+	return nil
 }
 
 // replicaStatus is one replica as /readyz reports it.

@@ -82,12 +82,17 @@ func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte,
 // that no request can work around.
 func (p *pool) refusedCredentials(s *Server, name string, status int) {
 	p.mu.Lock()
-	was := p.unauthorized[name]
+	m := p.members[name]
+	if m == nil {
+		p.mu.Unlock()
+		return // it left the pool meanwhile
+	}
+	was := m.unauthorized
 	why := fmt.Sprintf("engine answered %d to the gateway's credentials: its api_key_file/api_key_env is missing or wrong", status)
-	if m := p.members[name]; m == nil || m.key == "" {
+	if m.key == "" {
 		why = fmt.Sprintf("engine answered %d: it requires an API key and none is configured for it (api_key_file/api_key_env)", status)
 	}
-	p.unauthorized[name] = why
+	m.unauthorized = why
 	p.updateIncompatible(name)
 	p.mu.Unlock()
 	if was == "" {
@@ -98,9 +103,9 @@ func (p *pool) refusedCredentials(s *Server, name string, status int) {
 // credentialsAccepted clears a refusal once an authenticated check succeeds.
 func (p *pool) credentialsAccepted(s *Server, name string) {
 	p.mu.Lock()
-	was := p.unauthorized[name]
-	if was != "" {
-		p.unauthorized[name] = ""
+	was := ""
+	if m := p.members[name]; m != nil && m.unauthorized != "" {
+		was, m.unauthorized = m.unauthorized, ""
 		p.updateIncompatible(name)
 	}
 	p.mu.Unlock()
@@ -114,10 +119,14 @@ func (p *pool) credentialsAccepted(s *Server, name string) {
 func (p *pool) checkModel(name string, served []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	m := p.members[name]
+	if m == nil {
+		return // it left the pool meanwhile
+	}
 	if slices.Contains(served, p.b.Model) {
-		p.wrongModel[name] = ""
+		m.wrongModel = ""
 	} else {
-		p.wrongModel[name] = fmt.Sprintf("serves %s, not %s", strings.Join(served, ", "), p.b.Model)
+		m.wrongModel = fmt.Sprintf("serves %s, not %s", strings.Join(served, ", "), p.b.Model)
 	}
 	p.updateIncompatible(name)
 }
@@ -172,13 +181,13 @@ func (p *pool) targets() []target {
 func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.b.Find(name)
-	if r == nil {
+	r, m := p.b.Find(name), p.members[name]
+	if r == nil || m == nil {
 		return
 	}
 	p.b.ReportLoad(r, balance.Load{Running: snap.Running, Waiting: snap.Waiting, KVUsage: snap.KVUsage, At: now})
 	if snap.Engine != "" {
-		p.detected[name] = snap.Engine
+		m.detected = snap.Engine
 	}
 	if snap.CacheConfig == nil {
 		return
@@ -192,12 +201,12 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 
 // updateIncompatible keeps the replica out while any check disagrees. Callers hold mu.
 func (p *pool) updateIncompatible(name string) {
-	r := p.b.Find(name)
-	if r == nil {
+	r, m := p.b.Find(name), p.members[name]
+	if r == nil || m == nil {
 		return
 	}
 	var reasons []string
-	for _, why := range []string{p.unauthorized[name], p.wrongModel[name], p.fpMismatch[name], p.canaryExclusion(name)} {
+	for _, why := range []string{m.unauthorized, m.wrongModel, m.fpMismatch, p.canaryExclusion(name)} {
 		if why != "" {
 			reasons = append(reasons, why)
 		}
