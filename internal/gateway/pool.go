@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/request"
 )
 
 // pool is a balance.Pool, its retry budget and what it knows of each replica behind one
@@ -53,9 +55,9 @@ type member struct {
 	// probeFailed: its last probe failed (or it joined unprobed), so a passing one means
 	// it (re)joins, which the canary checks at once.
 	probeFailed bool
-	// running holds the runs with an attempt on it, so that a replica declared dead can
-	// have its attempts failed at once.
-	running map[*attempt]*run
+	// running holds the attempts on it, so that a replica declared dead can have them
+	// failed at once.
+	running map[*request.Attempt]struct{}
 }
 
 // replicaSpec is a replica as a configuration or a DNS answer describes it.
@@ -110,7 +112,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		if m == nil || r == nil {
 			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
 			p.b.Add(r, probed)
-			m = &member{source: source, running: make(map[*attempt]*run)}
+			m = &member{source: source, running: make(map[*request.Attempt]struct{})}
 			p.members[sp.Name] = m
 			if !probed {
 				s.log.Info("replica joins", "model", p.b.Model, "replica", sp.Name, "url", sp.URL, "from", source)
@@ -169,74 +171,51 @@ func (p *pool) links() []*agentLink {
 	return out
 }
 
-// pick is the answer of acquire.
-type pick struct {
-	name, url string
-	ok        bool
-	shed      bool // every candidate is at its load limit
-	pinned    bool // the request may run on its pinned replica only, and that one cannot
-	// usagePerChunk: the engine reports token usage in every chunk when asked
-	// (continuous_usage_stats: vLLM, SGLang).
-	usagePerChunk bool
-	// closesStreams: the engine closes its connection after every streamed answer while
-	// offering keep-alive (llama.cpp's server). A pooled connection would be reused before
-	// its close is read, and the next request would meet the close having reached no engine
-	// (or, just as likely on the wire, having reached one that then died): the gateway
-	// cannot tell which, so it does not reuse such connections (docs/design.md §3).
-	closesStreams bool
-	key           string     // the engine's API key
-	link          *agentLink // its agent, in fenced mode
-}
-
-// acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
-// a replica this request has not tried, with the first attempt's fingerprint (unless
-// allowed otherwise).
-func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick {
+// acquire picks a replica for attempt a as w asks and registers a on it. A rerun goes only
+// to a replica the request has not tried, with the fingerprint of its first attempt that
+// reached a replica (unless allowed otherwise).
+func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// A rerun stays within the fingerprint of the first attempt that reached a replica
-	// (one that never did ran nothing there).
 	var first *balance.Replica
-	for _, info := range rn.m.Attempts() {
-		if !info.Dial {
-			first = p.b.Find(info.Replica)
-			break
-		}
+	if w.First != "" {
+		first = p.b.Find(w.First)
 	}
 	exclude := func(r *balance.Replica) bool {
-		if rn.pinned != "" && r.Name != rn.pinned {
+		if w.Pinned != "" && r.Name != w.Pinned {
 			return true // the request's state lives on its pinned replica only
 		}
-		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
+		return w.Tried(r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
 			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
-	c := p.b.Pick(now, exclude, affinity)
+	c := p.b.Pick(now, exclude, w.Affinity)
 	if c.Replica == nil {
-		return pick{shed: c.Shed, pinned: rn.pinned != ""}
+		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
 	}
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
 	m := p.members[c.Replica.Name]
-	m.running[a] = rn
+	m.running[a] = struct{}{}
 	engine := m.engineKind()
-	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
-		closesStreams: engine == "llamacpp", key: m.key, link: m.link}
+	pk := request.Pick{Replica: c.Replica.Name, URL: c.Replica.URL, Revision: c.Replica.Fingerprint["revision"], Key: m.key,
+		UsagePerChunk: engine == "vllm" || engine == "sglang", ClosesStreams: engine == "llamacpp"}
+	if m.link != nil {
+		pk.Agent = m.link
+	}
+	return pk, true
 }
 
-// release ends attempt a on the named replica. It also notes in the attempt's record the
-// weights revision its request ran on (taken when the attempt started), which the record
-// written at the attempt's end then carries to the journal, and tells the replica's
-// balance state how the attempt ended (its machine has recorded that by now), which may
-// eject the replica (balance.Pool.AttemptFailed).
-func (p *pool) release(name string, a *attempt) {
+// release ends attempt a on its replica and tells the replica's balance state how the
+// attempt ended (info, the machine's record of it: dispatched false when it never was),
+// which may eject the replica (balance.Pool.AttemptFailed). It is called on the request's
+// owner goroutine.
+func (p *pool) release(s *Server, a *request.Attempt, info failover.AttemptInfo, dispatched bool) {
+	name := a.Replica()
 	p.mu.Lock()
 	m := p.members[name]
-	var rn *run
+	registered := false
 	if m != nil {
-		rn = m.running[a]
-	}
-	if rn != nil && a.rec.ModelRevision == "" {
-		a.rec.ModelRevision = rn.revision
+		_, registered = m.running[a]
 	}
 	var ej balance.Ejection
 	r := p.b.Find(name)
@@ -244,8 +223,8 @@ func (p *pool) release(name string, a *attempt) {
 		if r.Outstanding > 0 {
 			r.Outstanding--
 		}
-		if rn != nil {
-			ej = p.attemptEnded(r, rn, a)
+		if registered && dispatched && info.Replica == r.Name {
+			ej = p.attemptEnded(s, r, info)
 		}
 	}
 	if m != nil {
@@ -254,23 +233,19 @@ func (p *pool) release(name string, a *attempt) {
 	p.dropIfIdle(name)
 	model, ejectAfter := p.b.Model, p.b.EjectAfter
 	p.mu.Unlock()
-	if rn != nil {
-		rn.s.reportEjection(model, name, ejectAfter, ej)
+	if registered {
+		s.reportEjection(model, name, ejectAfter, ej)
 	}
 }
 
-// attemptEnded tells r's balance state how attempt a of rn ended. Callers hold mu, and run
-// on rn's owner goroutine (the one that steps its machine), as release does.
-func (p *pool) attemptEnded(r *balance.Replica, rn *run, a *attempt) balance.Ejection {
-	info, ok := rn.m.Attempt(a.n)
-	if !ok || info.Replica != r.Name {
-		return balance.Ejection{} // never dispatched (its record was not written)
-	}
+// attemptEnded tells r's balance state how a dispatched attempt on it ended. Callers hold
+// mu.
+func (p *pool) attemptEnded(s *Server, r *balance.Replica, info failover.AttemptInfo) balance.Ejection {
 	switch replicaBlame(info) {
 	case attemptCompleted:
 		p.b.AttemptCompleted(r)
 	case attemptFailed:
-		return p.b.AttemptFailed(r, rn.now(), string(info.EndReason))
+		return p.b.AttemptFailed(r, s.now(), string(info.EndReason))
 	}
 	return balance.Ejection{}
 }
@@ -374,14 +349,15 @@ func (p *pool) tryRerun(now time.Time) bool {
 	return p.budget.TryRerun(now)
 }
 
-// attemptsOn lists the runs with an attempt on the named replica.
-func (p *pool) attemptsOn(name string) map[*attempt]*run {
+// attemptsOn lists the attempts running on the named replica.
+func (p *pool) attemptsOn(name string) []*request.Attempt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m := p.members[name]; m != nil {
-		return maps.Clone(m.running)
+	m := p.members[name]
+	if m == nil {
+		return nil
 	}
-	return nil
+	return slices.Collect(maps.Keys(m.running))
 }
 
 // replicaStatus is one replica as /readyz reports it.

@@ -54,18 +54,18 @@ func (p *pool) notePrefix(key uint64, replica string, now time.Time) {
 	p.mu.Unlock()
 }
 
-// cachedPrefixElsewhere reports whether a replica this request has not tried likely holds
-// its prompt prefix in cache.
-func (p *pool) cachedPrefixElsewhere(key uint64, tried func(string) bool, now time.Time) bool {
+// cachedPrefix is the prompt prefix, in bytes, that a replica this request has not tried
+// likely holds in cache (0: none does).
+func (p *pool) cachedPrefix(key uint64, tried func(string) bool, now time.Time) int {
 	if key == 0 {
-		return false
+		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.b.Replicas {
 		if !tried(r.Name) && p.prefixes.cachedOn(key, r.Name, now) {
-			return true
+			return p.affinityBytes
 		}
 	}
-	return false
+	return 0
 }

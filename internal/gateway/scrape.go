@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/discover"
 	"github.com/fencegate/fencegate/internal/enginemetrics"
+	"github.com/fencegate/fencegate/internal/request"
 )
 
 // maxMetricsBody bounds what is read of an engine's /metrics.
@@ -156,8 +157,7 @@ type target struct{ name, url, key, agentKey string }
 
 // setCredentials adds the replica's credentials to a request for it.
 func (tg target) setCredentials(h http.Header) {
-	setEngineKey(h, tg.key)
-	setAgentKey(h, tg.agentKey)
+	request.SetCredentials(h, tg.key, tg.agentKey)
 }
 
 func (p *pool) targets() []target {
