@@ -402,16 +402,6 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 	return list, available
 }
 
-// revision is the weights revision of the named replica, if known.
-func (p *pool) revision(name string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r := p.b.Find(name); r != nil {
-		return r.Fingerprint["revision"]
-	}
-	return ""
-}
-
 // retryAfter is the number of seconds after which a replica of the pool waiting out a dial
 // failure, an ejection or an engine's "busy" is expected back (at least 1, at most 60), for
 // the Retry-After of a request no replica could take.

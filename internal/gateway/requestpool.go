@@ -49,7 +49,7 @@ func (rp requestPool) Targets() []request.Target {
 	tgs := rp.p.targets()
 	out := make([]request.Target, len(tgs))
 	for i, tg := range tgs {
-		out[i] = request.Target{Name: tg.name, URL: tg.url, EngineKey: tg.key, AgentKey: tg.agentKey}
+		out[i] = request.Target{URL: tg.url, EngineKey: tg.key, AgentKey: tg.agentKey}
 	}
 	return out
 }

@@ -132,6 +132,7 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 // request has not tried, with the fingerprint of the first attempt that reached a replica
 // (one that never did ran nothing there).
 func (rn *Run) want() Want {
+	rn.owner.check()
 	w := Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Tried: rn.m.Tried}
 	for _, info := range rn.m.Attempts() {
 		if !info.Dial {
@@ -196,6 +197,7 @@ func (rn *Run) endAttempt(act failover.Action, now time.Time) {
 
 // attemptN returns the attempt the machine numbers n.
 func (rn *Run) attemptN(n int) *Attempt {
+	rn.owner.check()
 	for _, a := range rn.atts.all {
 		if a.n == n {
 			return a
@@ -205,4 +207,7 @@ func (rn *Run) attemptN(n int) *Attempt {
 }
 
 // live reports whether a is the attempt the machine listens to.
-func (rn *Run) live(a *Attempt) bool { return a == rn.atts.cur && !a.ended && !rn.m.Done() }
+func (rn *Run) live(a *Attempt) bool {
+	rn.owner.check()
+	return a == rn.atts.cur && !a.ended && !rn.m.Done()
+}

@@ -254,7 +254,10 @@ func (rn *Run) clientGone() failover.Event {
 }
 
 // queue adds a follow-up event to the current step.
-func (rn *Run) queue(ev failover.Event) { rn.pending = append(rn.pending, ev) }
+func (rn *Run) queue(ev failover.Event) {
+	rn.owner.check()
+	rn.pending = append(rn.pending, ev)
+}
 
 // step feeds one event to the machine and performs the resulting actions, then any
 // follow-up events those actions produced, in order.

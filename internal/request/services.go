@@ -152,7 +152,7 @@ type Agent interface {
 
 // Target is a replica as a request's background calls reach it.
 type Target struct {
-	Name, URL string
+	URL string
 	// EngineKey is the engine's API key, AgentKey the agent's secret ("" : none).
 	EngineKey, AgentKey string
 }

@@ -136,6 +136,7 @@ func (rn *Run) upstreamError(a *Attempt, err error) {
 }
 
 func (rn *Run) failAttempt(a *Attempt, f upstream.Failure, e *openai.Error) {
+	rn.owner.check()
 	rn.failStatus(a, f, e, 0)
 }
 
