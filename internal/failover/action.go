@@ -21,7 +21,7 @@ import "github.com/fencegate/fencegate/internal/openai"
 type ActionKind uint8
 
 const (
-	// ActStartAttempt: choose a replica not yet tried (Machine.Tried) and start Attempt;
+	// ActStartAttempt: choose a replica not yet tried (Machine.Tried, Tried) and start Attempt;
 	// report EvDispatched or EvNoReplica. Rerun is true for every attempt after the first.
 	ActStartAttempt ActionKind = iota + 1
 	// ActEndAttempt: Attempt is over; release its replica and journal how it ended (Reason).

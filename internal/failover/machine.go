@@ -181,9 +181,13 @@ func (m *Machine) Attempt(n int) (AttemptInfo, bool) {
 func (m *Machine) Current() int { return m.attempt }
 
 // Tried reports whether replica already served an attempt of this request.
-func (m *Machine) Tried(replica string) bool {
-	for i := range m.attempts {
-		if m.attempts[i].Replica == replica {
+func (m *Machine) Tried(replica string) bool { return Tried(m.attempts, replica) }
+
+// Tried reports whether one of attempts (a machine's Attempts) ran on replica: a rerun goes
+// elsewhere.
+func Tried(attempts []AttemptInfo, replica string) bool {
+	for i := range attempts {
+		if attempts[i].Replica == replica {
 			return true
 		}
 	}

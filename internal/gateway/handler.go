@@ -93,7 +93,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	}
 	p.onRequest(now)
 	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
-	rn := request.New(s.services, requestPool{p, s}, params)
+	rn := request.New(s.services, p.requests, params)
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
 		// gateway's lease, which lapses, and another gateway may take it over.

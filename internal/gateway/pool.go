@@ -31,6 +31,8 @@ type pool struct {
 	// canary is the pool's consistency check, nil when off; its schedule is in canaryRun.
 	canary    *config.Canary
 	canaryRun canarySchedule
+	// requests is the pool as its requests see it (requestpool.go).
+	requests request.Pool
 }
 
 // member is one replica as the gateway knows it besides its balance state. The pool's lock
@@ -177,15 +179,20 @@ func (p *pool) links() []*agentLink {
 func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A rerun stays within the fingerprint of the first attempt that reached a replica
+	// (one that never did ran nothing there).
 	var first *balance.Replica
-	if w.First != "" {
-		first = p.b.Find(w.First)
+	for _, info := range w.Attempts {
+		if !info.Dial {
+			first = p.b.Find(info.Replica)
+			break
+		}
 	}
 	exclude := func(r *balance.Replica) bool {
 		if w.Pinned != "" && r.Name != w.Pinned {
 			return true // the request's state lives on its pinned replica only
 		}
-		return w.Tried(r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
+		return failover.Tried(w.Attempts, r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
 			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
 	c := p.b.Pick(now, exclude, w.Affinity)

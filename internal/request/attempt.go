@@ -63,7 +63,7 @@ func (a *Attempt) Replica() string { return a.replica }
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
 	a := &Attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1), box: rn.inbox}
-	p, ok := rn.pool.Acquire(now, rn.want(), a)
+	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
 	if !ok {
 		var reason failover.EndReason
 		switch {
@@ -126,21 +126,6 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 		return
 	}
 	rn.startReader(a, req.WithContext(a.ctx))
-}
-
-// want is what the next attempt asks of the pool. A rerun goes only to a replica this
-// request has not tried, with the fingerprint of the first attempt that reached a replica
-// (one that never did ran nothing there).
-func (rn *Run) want() Want {
-	rn.owner.check()
-	w := Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Tried: rn.m.Tried}
-	for _, info := range rn.m.Attempts() {
-		if !info.Dial {
-			w.First = info.Replica
-			break
-		}
-	}
-	return w
 }
 
 // upstreamRequest builds the engine request of attempt a.

@@ -52,12 +52,12 @@ type inbox struct {
 	queue  []control
 	closed bool
 	ready  chan struct{} // one slot: "something was posted"
-	// expire caps the client's write deadline (clientWriter.expire).
-	expire func(time.Time)
+	// cw is the request's client writer, whose write deadline a shutdown caps (expire).
+	cw *clientWriter
 }
 
-func newInbox(expire func(time.Time)) *inbox {
-	return &inbox{ready: make(chan struct{}, 1), expire: expire}
+func newInbox(cw *clientWriter) *inbox {
+	return &inbox{ready: make(chan struct{}, 1), cw: cw}
 }
 
 // post queues c for the owner; it reports false when the owner has finished.
@@ -69,7 +69,7 @@ func (ib *inbox) post(c control) bool {
 	}
 	ib.queue = append(ib.queue, c)
 	if c.kind == ctlShutdown {
-		ib.expire(c.cut)
+		ib.cw.expire(c.cut)
 	}
 	ib.mu.Unlock()
 	select {

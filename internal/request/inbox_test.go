@@ -12,7 +12,7 @@ import (
 // dropped and the response writer is not touched.
 func TestInboxShutdownOnlyWhileOpen(t *testing.T) {
 	cw := newClientWriter(httptest.NewRecorder(), 30*time.Second)
-	ib := newInbox(cw.expire)
+	ib := newInbox(cw)
 	cut := time.Unix(1_700_000_000, 0)
 	if !ib.post(control{kind: ctlShutdown, cut: cut}) {
 		t.Fatal("a shutdown posted to an open inbox was refused")
@@ -44,11 +44,15 @@ func TestInboxShutdownOnlyWhileOpen(t *testing.T) {
 // Posting never waits for the owner: many posts before the owner looks leave one signal
 // and every event, in order.
 func TestInboxPostNeverBlocks(t *testing.T) {
-	ib := newInbox(func(time.Time) { t.Fatal("only a shutdown caps the write deadline") })
+	cw := newClientWriter(httptest.NewRecorder(), 30*time.Second)
+	ib := newInbox(cw)
 	for i := range 100 {
 		ib.post(control{kind: ctlPromptTokens, tokens: i})
 	}
 	<-ib.ready
+	if cw.shutdownBy.Load() != 0 {
+		t.Fatal("only a shutdown caps the write deadline")
+	}
 	got := ib.take(nil)
 	if len(got) != 100 {
 		t.Fatalf("took %d events, want 100", len(got))

@@ -96,7 +96,7 @@ func New(srv Server, pool Pool, p Params) *Run {
 		cost:  cost{promptTokens: estimateTokens(req)},
 		done:  make(chan struct{}),
 	}
-	rn.inbox = newInbox(rn.cw.expire)
+	rn.inbox = newInbox(rn.cw)
 	if p.Keyed {
 		rn.cw.keep(cfg.Idempotency.MaxReplayBytes)
 	}

@@ -91,9 +91,9 @@ type Pool interface {
 	RetryAfter(now time.Time) int
 	// NotePrefix records that replica prefilled the prompt prefix of key.
 	NotePrefix(key uint64, replica string, now time.Time)
-	// CachedPrefix is the prompt prefix, in bytes, that a replica not tried yet likely
-	// holds in its cache for key (0: none does).
-	CachedPrefix(key uint64, tried func(replica string) bool, now time.Time) int
+	// CachedPrefix is the prompt prefix, in bytes, that a replica none of the request's
+	// attempts ran on likely holds in its cache for key (0: none does).
+	CachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int
 	// Targets lists the pool's replicas, for the tokenize call that prices a rerun.
 	Targets() []Target
 }
@@ -105,11 +105,11 @@ type Want struct {
 	// Pinned is the one replica the request may run on ("" : any): a Responses request
 	// continuing a response stored there.
 	Pinned string
-	// Tried reports whether the request already ran on a replica: a rerun goes elsewhere.
-	Tried func(replica string) bool
-	// First is the replica of the first attempt that reached one ("" : none did): a rerun
-	// keeps to its fingerprint unless the policy allows otherwise.
-	First string
+	// Attempts are the request's attempts so far, as the machine records them: a rerun
+	// goes to a replica none of them ran on, and keeps to the fingerprint of the first
+	// that reached its replica (one that never did ran nothing there) unless the policy
+	// allows otherwise. Read during Acquire only.
+	Attempts []failover.AttemptInfo
 }
 
 // Pick is the replica Acquire chose.
