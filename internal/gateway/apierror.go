@@ -42,6 +42,7 @@ func writeAPIError(w http.ResponseWriter, p sse.Protocol, e *openai.Error) {
 		status = http.StatusInternalServerError
 	}
 	h := w.Header()
+	openai.SetRetryHeader(h, e)
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
