@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -297,6 +298,10 @@ func TestProcessStatsOfOwnProcess(t *testing.T) {
 	}
 	if rep.Targets[0].PID != os.Getpid() || rep.Targets[0].Median["cpu_per_request_ms"] != p.CPUPerRequestMs {
 		t.Fatalf("target %+v", rep.Targets[0])
+	}
+	// 400 answers of 32 tokens: the CPU per 1k tokens is the CPU per request over 32 tokens.
+	if want := p.CPUPerRequestMs * 1000 / 32; r.OutputTokens != 400*32 || math.Abs(p.CPUPer1kTokensMs-want) > want*1e-9 {
+		t.Fatalf("cpu per 1k tokens %v over %d tokens, want %v", p.CPUPer1kTokensMs, r.OutputTokens, want)
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if opts.ReferenceProxy != "" {
+		return serveReferenceProxy(ctx, opts, stdout)
 	}
 	rep, err := runAll(ctx, opts, newProgress(stderr))
 	if err != nil {
@@ -76,6 +81,7 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.Var(compare, "compare", "another target `URL`, repeatable or comma-separated: the targets run in alternating rounds and are compared with --url, the baseline")
 	fs.Var(comparePIDs, "compare-pid", "`PID` of each --compare target, in the same order (0: none), repeatable or comma-separated")
 	fs.IntVar(&opts.Rounds, "rounds", 0, "rounds; each runs every target once with the same load, in an order rotated per round (default 3 with --compare, else 1)")
+	fs.StringVar(&opts.ReferenceProxy, "reference-proxy", "", "instead of sending load, serve on `ADDR` a plain net/http reverse proxy in front of --url (httputil.ReverseProxy, parsing nothing) until interrupted: a baseline target for --compare")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document with every number and the command line instead of the table")
 	if err := fs.Parse(args); err != nil {
 		return opts, false, err
@@ -157,4 +163,17 @@ func redactHeaders(args []string) []string {
 		}
 	}
 	return out
+}
+
+// serveReferenceProxy is --reference-proxy: the proxy on its address, in front of --url.
+func serveReferenceProxy(ctx context.Context, opts Options, stdout io.Writer) error {
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(opts.URL, "/"), "/v1"))
+	if err != nil {
+		return fmt.Errorf("bench: --url %q: %w", opts.URL, err)
+	}
+	ln, err := net.Listen("tcp", opts.ReferenceProxy)
+	if err != nil {
+		return fmt.Errorf("bench: --reference-proxy: %w", err)
+	}
+	return ServeReferenceProxy(ctx, ln, u, stdout)
 }

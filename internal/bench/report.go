@@ -105,6 +105,7 @@ var comparisonColumns = []struct{ metric, title string }{
 	{"inter_token_p99_ms", "gap p99"},
 	{"inter_token_p99_9_ms", "gap p99.9"},
 	{"cpu_per_request_ms", "cpu/req"},
+	{"cpu_per_1k_tokens_ms", "cpu/1k tok"},
 	{"peak_rss_bytes", "peak RSS"},
 	{"failed", "failed"},
 }

@@ -67,21 +67,24 @@ func (a API) protocol() sse.Protocol {
 
 // Options is one benchmark: the load, and the targets it is applied to.
 type Options struct {
-	URL         string        // the baseline target's base URL
-	API         API           // request shape
-	Model       string        // model name in every request
-	Prompt      string        // the user message (chat, messages), prompt or input
-	MaxTokens   int           // output tokens asked for
-	Concurrency int           // streams open at once
-	Duration    time.Duration // no request starts after this long; 0 with Requests set: no limit
-	Requests    int           // measured requests per run; 0: run for Duration
-	Warmup      int           // unmeasured requests before each run
-	Header      http.Header   // added to every request; overrides the defaults
-	Timeout     time.Duration // per request; 0: none
-	IgnoreEOS   bool          // send ignore_eos on chat and completions
-	StreamUsage bool          // send stream_options.include_usage on chat and completions
-	PID         int           // the baseline's server process, 0: none
-	ResetPeak   bool          // reset each PID's peak RSS before a run
+	// ReferenceProxy, when set, is the address to serve the reference proxy on in front
+	// of URL instead of sending load (ServeReferenceProxy).
+	ReferenceProxy string
+	URL            string        // the baseline target's base URL
+	API            API           // request shape
+	Model          string        // model name in every request
+	Prompt         string        // the user message (chat, messages), prompt or input
+	MaxTokens      int           // output tokens asked for
+	Concurrency    int           // streams open at once
+	Duration       time.Duration // no request starts after this long; 0 with Requests set: no limit
+	Requests       int           // measured requests per run; 0: run for Duration
+	Warmup         int           // unmeasured requests before each run
+	Header         http.Header   // added to every request; overrides the defaults
+	Timeout        time.Duration // per request; 0: none
+	IgnoreEOS      bool          // send ignore_eos on chat and completions
+	StreamUsage    bool          // send stream_options.include_usage on chat and completions
+	PID            int           // the baseline's server process, 0: none
+	ResetPeak      bool          // reset each PID's peak RSS before a run
 
 	Compare     []string // further targets, compared with URL
 	ComparePIDs []int    // their processes, in order; empty or one per target

@@ -281,6 +281,9 @@ func runTarget(ctx context.Context, opts *Options, base string, pid int, label s
 			return nil, err
 		}
 		ps := processStats(pid, after-serverBefore, elapsed, res.Requests)
+		if res.OutputTokens > 0 {
+			ps.CPUPer1kTokensMs = ps.CPUSeconds * 1e6 / float64(res.OutputTokens)
+		}
 		if ps.PeakRSSBytes, err = peakRSS(pid); err != nil {
 			return nil, err
 		}

@@ -82,6 +82,9 @@ type ProcessStats struct {
 	// CPUPerRequestMs is CPUSeconds over every measured request, failed ones included:
 	// a failure costs the server work too.
 	CPUPerRequestMs float64 `json:"cpu_per_request_ms,omitempty"`
+	// CPUPer1kTokensMs is CPUSeconds over the run's output tokens, per thousand: what a
+	// paced stream costs a proxy as it decodes, whatever the answers' lengths.
+	CPUPer1kTokensMs float64 `json:"cpu_per_1k_tokens_ms,omitempty"`
 	// PeakRSSBytes is VmHWM after the run; PeakSince says whether that is the run's
 	// peak ("run") or the process's ("process start", when it could not be reset).
 	PeakRSSBytes int64  `json:"peak_rss_bytes,omitempty"`
@@ -171,6 +174,12 @@ var metrics = []metric{
 			return 0, false
 		}
 		return r.Process.CPUPerRequestMs, true
+	}, "ms"},
+	{"cpu_per_1k_tokens_ms", func(r *Result) (float64, bool) {
+		if r.Process == nil || r.OutputTokens == 0 {
+			return 0, false
+		}
+		return r.Process.CPUPer1kTokensMs, true
 	}, "ms"},
 	{"peak_rss_bytes", func(r *Result) (float64, bool) {
 		if r.Process == nil || r.Process.PeakRSSBytes == 0 {

@@ -33,7 +33,10 @@ func Main(args []string, stdout io.Writer) error {
   fencegate chaos --exhaustive [--tokens N] [--fenced] [--actions A,B] [--points P,Q] [--traces DIR]
       the sweep: one request per fault point (accept, prefill, computed:K, sent:K for K
       in 1..N) × action (crash, reset, hang, error, status:429|500|503, client stall,
-      client leave; partition with --fenced), deterministic, a summary table at the end
+      client leave; partition with --fenced), deterministic, a summary table at the end;
+      then at tool:1, right after the engine ran an mcp tool of a Responses request on a
+      counting tool server, a streamed and a whole request × every action but stall
+      (--tool-actions)
   fencegate chaos --target URL [--exhaustive] [--config-template FILE] [--target-cmd CMD]
       the same cases against any gateway at URL: the replicas start on loopback and their
       URLs are printed (or filled into FILE, a Go template; CMD then starts the gateway),
@@ -41,7 +44,7 @@ func Main(args []string, stdout io.Writer) error {
       --exhaustive, --requests cases drawn from the sweep with --seed
 
 Each violation names its rule (splice, repeat, silent-end, rerun-after-output, zombie,
-overlap, held, after-end); with --traces each is written as a trace document that
+overlap, held, after-end, tool-twice, tool-error); with --traces each is written as a trace document that
 "fencegate replay" resends. The exit status is 1 when any case broke the contract.
 See docs/chaos.md.
 
@@ -68,7 +71,8 @@ Flags:
 	fs.IntVar(&sw.Tokens, "tokens", 8, "N, the length of every answer: the points are accept, prefill, computed:K and sent:K for K in 1..N")
 	fs.StringVar(&sw.API, "api", "chat", "the endpoint the requests stream from: chat or completions")
 	actions := fs.String("actions", "", "comma-separated actions (default all but partition, which --fenced adds): "+strings.Join(SweepActions, ","))
-	points := fs.String("points", "", "comma-separated points (default all)")
+	points := fs.String("points", "", "comma-separated points (default all, tool:1 included)")
+	toolActions := fs.String("tool-actions", "", "comma-separated actions at tool:1 (default those of --actions but stall)")
 	fs.StringVar(&sw.Traces, "traces", "", "write each violation's trace (fencegate replay can rerun it) into this directory")
 	fs.IntVar(&sw.Ports, "ports", 0, "listen on fixed ports from this one: replica i at +i, its agent at +10+i, its fault proxy at +20+i, an in-process gateway at +30 (0: free ports)")
 	fs.IntVar(&sw.StallTokens, "stall-tokens", 30000, "the answer a stalling client asks for: enough to fill the buffers between replica and client")
@@ -100,7 +104,7 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if !*exhaustive && *target == "" {
-		for _, f := range []string{"tokens", "api", "actions", "points", "traces", "ports", "stall-tokens", "client-timeout", "leave-wait",
+		for _, f := range []string{"tokens", "api", "actions", "points", "tool-actions", "traces", "ports", "stall-tokens", "client-timeout", "leave-wait",
 			"stall-wait", "end-wait", "ready-timeout", "config-template", "config-out", "target-cmd"} {
 			if set[f] {
 				return fmt.Errorf("chaos: --%s needs --exhaustive or --target", f)
@@ -136,6 +140,9 @@ Flags:
 	if *points != "" {
 		sw.Points = strings.Split(*points, ",")
 	}
+	if *toolActions != "" {
+		sw.ToolActions = strings.Split(*toolActions, ",")
+	}
 	if !*exhaustive {
 		sw.Sample, sw.Seed = cfg.Requests, cfg.Seed
 	}
@@ -159,7 +166,7 @@ Flags:
 	fmt.Fprintln(stdout, rep.Summary())
 	for _, c := range rep.Cases {
 		for i, v := range c.Violations {
-			fmt.Fprintf(stdout, "VIOLATION case %d %s@%s: %s", c.N, c.Action, c.Point, v)
+			fmt.Fprintf(stdout, "VIOLATION case %d %s@%s: %s", c.N, c.Action, c.Row(), v)
 			if i < len(c.Traces) {
 				fmt.Fprintf(stdout, " (trace %s)", c.Traces[i])
 			}

@@ -31,14 +31,39 @@ var (
 	SweepActions = append(append(append([]string(nil), replicaActions...), clientActions...), "partition")
 )
 
-// sweepCase is one request of a sweep: an action at a point of the token cycle.
+// sweepCase is one request of a sweep: an action at a point of the token cycle, or at
+// the point right after the engine ran a tool of its own (toolPoint).
 type sweepCase struct {
 	n      int    // its number in the sweep, from 1
-	point  string // accept, prefill, computed:K, sent:K (K counts from 1)
+	point  string // accept, prefill, computed:K, sent:K (K counts from 1), tool:1
 	action string
+	// whole: the request asks for a whole answer rather than a stream (toolPoint only).
+	whole bool
 }
 
-func (c sweepCase) String() string { return c.action + "@" + c.point }
+func (c sweepCase) String() string { return c.action + "@" + c.row() }
+
+// row is the case's row of the summary table: its point, and "whole" for a whole answer.
+func (c sweepCase) row() string {
+	if c.whole {
+		return c.point + " whole"
+	}
+	return c.point
+}
+
+// engineTool reports whether the case's request lets the engine run a tool itself.
+func (c sweepCase) engineTool() bool { return c.point == toolPoint }
+
+// toolPoint is the point right after the engine ran a tool of its own: the case's request
+// is a Responses request with an engine-run mcp tool (engineToolDecl), which every replica
+// runs on the sweep's counting tool server before it answers, and the fault fires once
+// the tool's call returned (the sim's tool:1). Its rows are the streamed request and the
+// whole one (toolRows). A client that stops reading has no row there: a Responses answer
+// stops at its natural length (the API takes no ignore_eos), too short to fill a buffer.
+const toolPoint = "tool:1"
+
+// toolRows are the summary table's rows of toolPoint.
+var toolRows = []string{toolPoint, toolPoint + " whole"}
 
 // sweepPoints are the points of an answer of n tokens, in the order the token cycle
 // reaches them: accept, prefill, then for each token computed:K and sent:K.
@@ -50,7 +75,7 @@ func sweepPoints(n int) []string {
 	return p
 }
 
-// pointToken splits computed:K and sent:K (K from 1); other points give K 0.
+// pointToken splits computed:K, sent:K (K from 1) and tool:N; other points give K 0.
 func pointToken(point string) (kind string, k int) {
 	kind, ks, ok := strings.Cut(point, ":")
 	if !ok {
@@ -64,8 +89,8 @@ func pointToken(point string) (kind string, k int) {
 // sweep's computed:K (K tokens computed) is the sim's computed:K-1.
 func simPoint(point string) string {
 	kind, k := pointToken(point)
-	if k == 0 {
-		return point
+	if k == 0 || kind == "tool" {
+		return point // the sim's tool:N counts from 1 as the sweep's does
 	}
 	return fmt.Sprintf("%s:%d", kind, k-1)
 }
@@ -98,7 +123,9 @@ func simFault(c sweepCase) string {
 type CaseResult struct {
 	N             int
 	Point, Action string
-	Fault         string // X-Sim-Fault
+	// Whole: the request asked for a whole answer (a case at toolPoint).
+	Whole bool
+	Fault string // X-Sim-Fault
 	// Tries counts the runs of the case: one more for each whose fault never came into
 	// play (the gateway sent the request to another replica first, or the point was never
 	// reached); Missed says the last one did not either.
@@ -110,7 +137,13 @@ type CaseResult struct {
 	Tokens     int
 	Violations []violation
 	Traces     []string // the trace written for each violation
+	// ToolCalls counts the calls of the engine-run tool that the sweep's tool server
+	// received during the case's last try (0 for a request that declared no such tool).
+	ToolCalls int
 }
+
+// Row is the case's row of the summary table: its point, and "whole" for a whole answer.
+func (c CaseResult) Row() string { return sweepCase{point: c.Point, whole: c.Whole}.row() }
 
 // Cell is the case's entry in the summary table: its ending, "missed", or the rules it
 // broke in capitals.
@@ -133,7 +166,7 @@ func (c CaseResult) Cell() string {
 // SweepReport is a sweep's findings, case by case.
 type SweepReport struct {
 	Target  string
-	Points  []string
+	Points  []string // the table's rows, in order (CaseResult.Row)
 	Actions []string
 	Cases   []CaseResult
 }
@@ -155,11 +188,11 @@ func (r SweepReport) Table() string {
 	cells := map[[2]string]string{}
 	var points, actions []string
 	for _, c := range r.Cases {
-		cells[[2]string{c.Point, c.Action}] = c.Cell()
+		cells[[2]string{c.Row(), c.Action}] = c.Cell()
 	}
 	for _, p := range r.Points {
 		for _, c := range r.Cases {
-			if c.Point == p {
+			if c.Row() == p {
 				points = append(points, p)
 				break
 			}
@@ -261,9 +294,12 @@ type SweepConfig struct {
 	Tokens int
 	// API is "chat" (default) or "completions": the endpoint every request streams from.
 	API string
-	// Actions and Points restrict the sweep (default: every point, and every action but
-	// partition, which is added in fenced mode).
+	// Actions and Points restrict the sweep (default: every point, toolPoint included,
+	// and every action but partition, which is added in fenced mode).
 	Actions, Points []string
+	// ToolActions are the actions of toolPoint's rows, each run on a streamed and on a
+	// whole request (default: those of Actions but stall).
+	ToolActions []string
 	// Sample, when above 0, runs that many cases drawn from the sweep with Seed instead of
 	// every case once.
 	Sample int
@@ -343,20 +379,33 @@ func (c *SweepConfig) defaults() error {
 			return fmt.Errorf("unknown action %q (want one of %s)", a, strings.Join(SweepActions, ", "))
 		}
 	}
-	all := sweepPoints(c.Tokens)
+	if len(c.ToolActions) == 0 {
+		for _, a := range c.Actions {
+			if a != "stall" {
+				c.ToolActions = append(c.ToolActions, a)
+			}
+		}
+	}
+	for _, a := range c.ToolActions {
+		if !slices.Contains(SweepActions, a) || a == "stall" {
+			return fmt.Errorf("unknown action %q at %s (want one of %s but stall)", a, toolPoint, strings.Join(SweepActions, ", "))
+		}
+	}
+	all := append(sweepPoints(c.Tokens), toolPoint)
 	if len(c.Points) == 0 {
 		c.Points = all
 	}
 	for _, p := range c.Points {
 		if !slices.Contains(all, p) {
-			return fmt.Errorf("unknown point %q for %d tokens (want accept, prefill, computed:K or sent:K with K in 1..%d)", p, c.Tokens, c.Tokens)
+			return fmt.Errorf("unknown point %q for %d tokens (want accept, prefill, computed:K or sent:K with K in 1..%d, or %s)", p, c.Tokens, c.Tokens, toolPoint)
 		}
 	}
 	return nil
 }
 
 // cases lists the sweep's cases: every point (in the token cycle's order) × every action,
-// or Sample of them drawn with Seed.
+// then toolPoint's streamed and whole requests × every tool action, or Sample of them
+// drawn with Seed.
 func (c *SweepConfig) cases() []sweepCase {
 	var all []sweepCase
 	for _, p := range sweepPoints(c.Tokens) {
@@ -366,6 +415,15 @@ func (c *SweepConfig) cases() []sweepCase {
 		for _, a := range SweepActions {
 			if slices.Contains(c.Actions, a) {
 				all = append(all, sweepCase{point: p, action: a})
+			}
+		}
+	}
+	if slices.Contains(c.Points, toolPoint) {
+		for _, whole := range []bool{false, true} {
+			for _, a := range SweepActions {
+				if slices.Contains(c.ToolActions, a) {
+					all = append(all, sweepCase{point: toolPoint, action: a, whole: whole})
+				}
 			}
 		}
 	}
@@ -389,7 +447,7 @@ func RunSweep(ctx context.Context, cfg SweepConfig) (SweepReport, error) {
 	if err := cfg.defaults(); err != nil {
 		return SweepReport{}, err
 	}
-	rep := SweepReport{Target: cfg.Target, Points: sweepPoints(cfg.Tokens), Actions: SweepActions}
+	rep := SweepReport{Target: cfg.Target, Points: append(sweepPoints(cfg.Tokens), toolRows...), Actions: SweepActions}
 	reps, err := startSweepReplicas(cfg)
 	if err != nil {
 		return rep, err
@@ -423,7 +481,10 @@ func RunSweep(ctx context.Context, cfg SweepConfig) (SweepReport, error) {
 		start := time.Now()
 		res := sw.run(ctx, c)
 		rep.Cases = append(rep.Cases, res)
-		fmt.Fprintf(cfg.Progress, "case %3d %-22s %-12s %5dms", c.n, c, res.Cell(), time.Since(start).Milliseconds())
+		fmt.Fprintf(cfg.Progress, "case %3d %-24s %-12s %5dms", c.n, c, res.Cell(), time.Since(start).Milliseconds())
+		if c.engineTool() {
+			fmt.Fprintf(cfg.Progress, " tool calls %d", res.ToolCalls)
+		}
 		if res.Tries > 1 {
 			fmt.Fprintf(cfg.Progress, " (%d tries)", res.Tries)
 		}
@@ -479,14 +540,19 @@ func (s *sweeper) answers(r *request) map[string]answer {
 
 // caseRequest is the request of case c: a streamed answer of N tokens (a stalling
 // client's of StallTokens), greedy, seeded and run to its length, under a prompt of its
-// own.
+// own. At toolPoint it is a Responses request, streamed or whole, with the engine-run
+// mcp tool, greedy and at most N tokens long (the Responses API takes neither a seed nor
+// ignore_eos: its answer is the sim's at seed 0, cut at its natural length).
 func (s *sweeper) caseRequest(c sweepCase) *request {
 	r := &request{n: c.n, endpoint: s.cfg.API, stream: true, prompts: []string{fmt.Sprintf("chaos sweep case %d: %s", c.n, c)},
 		choicesN: 1, maxTokens: s.cfg.Tokens, ignoreEOS: true, continues: -1, fault: simFault(c), faultKind: c.action}
 	if c.action == "stall" {
 		r.maxTokens = s.cfg.StallTokens
 	}
-	r.bodyBytes = r.body(true)
+	if c.engineTool() {
+		r.endpoint, r.stream, r.ignoreEOS, r.engineTool = "responses", !c.whole, false, true
+	}
+	r.bodyBytes = r.body(r.stream)
 	return r
 }
 

@@ -40,6 +40,8 @@ type badProxy struct {
 	replicas []ReplicaEnv
 	body     []byte // the last case request's body, as the client sent it
 	sent     []byte // what the proxy wrote to that request's client
+	status   int    // and with what status and content type
+	ctype    string
 }
 
 func newBadProxy(t *testing.T, behave func(p *badProxy, w *recordingWriter, r *http.Request, body []byte)) *badProxy {
@@ -76,7 +78,7 @@ func (p *badProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.behave(p, rw, r, body)
 	p.mu.Lock()
-	p.body, p.sent = body, rw.buf.Bytes()
+	p.body, p.sent, p.status, p.ctype = body, rw.buf.Bytes(), rw.status, rw.ctype
 	p.mu.Unlock()
 }
 
@@ -97,22 +99,36 @@ func (p *badProxy) open(ctx context.Context, i int, r *http.Request, body []byte
 	return p.client.Do(req)
 }
 
+// proxied is what the proxy received and sent for a case.
+type proxied struct {
+	body, sent []byte
+	status     int
+	ctype      string
+}
+
 // caseRequest is what the proxy received and sent for the last case.
-func (p *badProxy) caseRequest() (body, sent []byte) {
+func (p *badProxy) caseRequest() proxied {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.body, p.sent
+	return proxied{p.body, p.sent, p.status, p.ctype}
 }
 
 // recordingWriter writes through to the client, flushing every write, and keeps a copy.
 type recordingWriter struct {
-	w   http.ResponseWriter
-	buf bytes.Buffer
+	w      http.ResponseWriter
+	buf    bytes.Buffer
+	status int
+	ctype  string
 }
 
 func (rw *recordingWriter) start(resp *http.Response) {
-	rw.w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	rw.w.WriteHeader(resp.StatusCode)
+	rw.writeHeader(resp.StatusCode, resp.Header.Get("Content-Type"))
+}
+
+func (rw *recordingWriter) writeHeader(status int, ctype string) {
+	rw.status, rw.ctype = status, ctype
+	rw.w.Header().Set("Content-Type", ctype)
+	rw.w.WriteHeader(status)
 }
 
 func (rw *recordingWriter) Write(b []byte) (int, error) {
@@ -311,10 +327,140 @@ func TestWireJudgeFlagsBrokenGateways(t *testing.T) {
 			if len(c.Traces) != len(c.Violations) {
 				t.Fatalf("%d traces for %d violations", len(c.Traces), len(c.Violations))
 			}
-			body, sent := p.caseRequest()
+			got := p.caseRequest()
 			for i, path := range c.Traces {
-				checkTraceFile(t, path, c, c.Violations[i], body, sent, tc.action == "leave")
+				checkTraceFile(t, path, c, c.Violations[i], got, tc.action == "leave")
 			}
+		})
+	}
+}
+
+// rerunBeforeText is a gateway that takes only text for output: it holds a stream's events
+// back until the first text (or the stream's end or error), and while it has sent the
+// client nothing it reruns a failed request on the second replica, as nginx's
+// proxy_next_upstream does. An engine-run tool's announcement is not text to it, so a
+// request whose first replica ran the tool and then failed runs on the second as well,
+// and the client gets the second replica's answer, whole and unspliced.
+func rerunBeforeText(p *badProxy, rw *recordingWriter, r *http.Request, body []byte) {
+	if resp, err := p.open(r.Context(), 0, r, body, true); err == nil {
+		if sent := forwardUnlessFailed(r.URL.Path, rw, resp); sent {
+			return
+		}
+	}
+	resp, err := p.open(r.Context(), 1, r, body, false)
+	if err != nil {
+		return
+	}
+	rw.start(resp)
+	_, _ = io.Copy(rw, resp.Body)
+	resp.Body.Close()
+}
+
+// forwardUnlessFailed forwards resp once it has shown output text, an end or an error (a
+// whole answer: once it is read whole), and reports whether it sent the client anything;
+// a response that failed before that is dropped unsent.
+func forwardUnlessFailed(path string, rw *recordingWriter, resp *http.Response) bool {
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	if !strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false
+		}
+		rw.start(resp)
+		_, _ = rw.Write(b)
+		return true
+	}
+	var held []string
+	evs := readEvents(resp.Body)
+	for {
+		ev, err := evs.next()
+		if err != nil {
+			return false
+		}
+		held = append(held, ev)
+		if w := readEvent(path, ev); len(w.text) > 0 || w.end || w.err {
+			break
+		}
+	}
+	rw.start(resp)
+	for _, ev := range held {
+		_, _ = io.WriteString(rw, ev)
+	}
+	_, _ = io.Copy(rw, resp.Body)
+	return true
+}
+
+// failPlainly forwards the first replica's answer; when the replica fails before a whole
+// answer's status it answers 502 with an error of its own that says nothing of a tool,
+// which a client reads as "try again". A stream it passes through as it comes.
+func failPlainly(p *badProxy, rw *recordingWriter, r *http.Request, body []byte) {
+	resp, err := p.open(r.Context(), 0, r, body, true)
+	if err != nil {
+		rw.writeHeader(http.StatusBadGateway, "application/json")
+		_, _ = io.WriteString(rw, `{"error":{"message":"the upstream failed","type":"upstream_error","code":"bad_gateway"}}`)
+		return
+	}
+	defer resp.Body.Close()
+	rw.start(resp)
+	_, _ = io.Copy(rw, resp.Body)
+}
+
+// The tool rules against gateways that break them: a Responses request whose engine runs
+// an mcp tool, the first replica crashing right after the tool ran (crash@tool:1), streamed
+// and whole. A gateway that reruns it on the second replica runs the tool twice, however
+// whole and clean the answer its client gets; one that fails a whole answer with an error
+// that invites a retry hides that the tool ran.
+func TestWireJudgeFlagsEngineToolRerun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		behave func(p *badProxy, w *recordingWriter, r *http.Request, body []byte)
+		// The one rule each case breaks, and the tool's calls, stream then whole.
+		rules [2]string
+		calls [2]int
+	}{
+		{"rerun before text", rerunBeforeText, [2]string{vToolTwice, vToolTwice}, [2]int{2, 2}},
+		{"plain error", failPlainly, [2]string{vSilentEnd, vToolError}, [2]int{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := newBadProxy(t, tc.behave)
+			dir := t.TempDir()
+			var progress strings.Builder
+			rep, err := RunSweep(ctx, SweepConfig{Target: p.srv.URL, Tokens: 4, Points: []string{toolPoint}, ToolActions: []string{"crash"},
+				Traces: dir, Prepare: p.prepare, ReadyTimeout: 10 * time.Second, Progress: &progress})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s%s%s", progress.String(), rep.Table(), rep.Summary())
+			if len(rep.Cases) != 2 || rep.Cases[0].Whole || !rep.Cases[1].Whole {
+				t.Fatalf("%d cases, want crash@tool:1 streamed and whole", len(rep.Cases))
+			}
+			for i, c := range rep.Cases {
+				var rules []string
+				for _, v := range c.Violations {
+					rules = append(rules, v.rule)
+					t.Log(v)
+				}
+				if len(rules) != 1 || rules[0] != tc.rules[i] {
+					t.Errorf("%s@%s through the %s proxy: violations %q, want %s alone", c.Action, c.Row(), tc.name, rules, tc.rules[i])
+				}
+				if c.ToolCalls != tc.calls[i] || c.Missed {
+					t.Errorf("%s@%s: the tool server counted %d calls (missed %v), want %d", c.Action, c.Row(), c.ToolCalls, c.Missed, tc.calls[i])
+				}
+				if len(c.Traces) != len(c.Violations) {
+					t.Fatalf("%d traces for %d violations", len(c.Traces), len(c.Violations))
+				}
+			}
+			if rep.Violating() != 2 || !strings.Contains(rep.Table(), strings.ToUpper(tc.rules[1])) {
+				t.Errorf("the report does not show the violations:\n%s%s", rep.Table(), rep.Summary())
+			}
+			// The last case's trace reads back to what the proxy sent its client.
+			last := rep.Cases[1]
+			checkTraceFile(t, last.Traces[0], last, last.Violations[0], p.caseRequest(), false)
 		})
 	}
 }
@@ -322,7 +468,7 @@ func TestWireJudgeFlagsBrokenGateways(t *testing.T) {
 // checkTraceFile checks a violation's trace: a trace.Document that fencegate replay can
 // resend (the path, body and fault header the client sent) and whose Received reads back
 // to what the proxy wrote to the client (a prefix of it when the client left).
-func checkTraceFile(t *testing.T, path string, c CaseResult, v violation, body, sent []byte, left bool) {
+func checkTraceFile(t *testing.T, path string, c CaseResult, v violation, got proxied, left bool) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -337,9 +483,14 @@ func checkTraceFile(t *testing.T, path string, c CaseResult, v violation, body, 
 	if doc.Format != trace.Format || doc.Source != "chaos" || doc.RequestID == "" || !strings.HasPrefix(doc.Note, v.rule+":") {
 		t.Errorf("%s: format %q, source %q, request id %q, note %q", path, doc.Format, doc.Source, doc.RequestID, doc.Note)
 	}
+	body, sent := got.body, got.sent
 	rq := doc.Request
-	if rq.Method != http.MethodPost || rq.Path != "/v1/chat/completions" || rq.Headers.Get("X-Sim-Fault") != c.Fault || c.Fault == "" {
-		t.Errorf("%s: request %s %s, X-Sim-Fault %q, want POST /v1/chat/completions and %q", path, rq.Method, rq.Path, rq.Headers.Get("X-Sim-Fault"), c.Fault)
+	wantPath := "/v1/chat/completions"
+	if c.Point == toolPoint {
+		wantPath = "/v1/responses"
+	}
+	if rq.Method != http.MethodPost || rq.Path != wantPath || rq.Headers.Get("X-Sim-Fault") != c.Fault || c.Fault == "" {
+		t.Errorf("%s: request %s %s, X-Sim-Fault %q, want POST %s and %q", path, rq.Method, rq.Path, rq.Headers.Get("X-Sim-Fault"), wantPath, c.Fault)
 	}
 	if !jsonEqual(rq.Body, body) {
 		t.Errorf("%s: body %s, the client sent %s", path, rq.Body, body)
@@ -347,32 +498,34 @@ func checkTraceFile(t *testing.T, path string, c CaseResult, v violation, body, 
 	if string(rq.Sampling["model"]) != `"sim-model"` || len(doc.Attempts) == 0 || doc.Attempts[0].Replica != Faulted || doc.Attempts[0].URL == "" {
 		t.Errorf("%s: sampling %s, attempts %+v", path, rq.Sampling, doc.Attempts)
 	}
-	var got strings.Builder
+	var received strings.Builder
 	for _, ch := range doc.Received.Chunks {
 		if !ch.Kept() {
 			t.Fatalf("%s: a chunk kept only as a hash", path)
 		}
-		got.WriteString(ch.Text)
+		received.WriteString(ch.Text)
 	}
 	if left {
-		if !bytes.HasPrefix(sent, []byte(got.String())) || got.Len() == 0 {
-			t.Errorf("%s: received %q, not a prefix of what the proxy wrote, %q", path, got.String(), sent)
+		if !bytes.HasPrefix(sent, []byte(received.String())) || received.Len() == 0 {
+			t.Errorf("%s: received %q, not a prefix of what the proxy wrote, %q", path, received.String(), sent)
 		}
 		return
 	}
 	sum := sha256.Sum256(sent)
-	if got.String() != string(sent) || doc.Received.Bytes != len(sent) || doc.Received.SHA256 != hex.EncodeToString(sum[:]) || doc.Received.Status != http.StatusOK {
-		t.Errorf("%s: received %d bytes (status %d, sha256 %s) %q; the proxy wrote %d: %q", path, doc.Received.Bytes, doc.Received.Status, doc.Received.SHA256, got.String(), len(sent), sent)
+	if received.String() != string(sent) || doc.Received.Bytes != len(sent) || doc.Received.SHA256 != hex.EncodeToString(sum[:]) ||
+		doc.Received.Status != got.status || doc.Received.ContentType != got.ctype {
+		t.Errorf("%s: received %d bytes (status %d, %s, sha256 %s) %q; the proxy wrote %d (status %d, %s): %q", path, doc.Received.Bytes,
+			doc.Received.Status, doc.Received.ContentType, doc.Received.SHA256, received.String(), len(sent), got.status, got.ctype, sent)
 	}
-	rec := trace.NewRecorder(1<<20, true)
+	rec := trace.NewRecorder(1<<20, strings.Contains(got.ctype, "text/event-stream"))
 	rec.Write(sent)
-	original := trace.Read(rq.Path, rec.Received(http.StatusOK, "text/event-stream"))
+	original := trace.Read(rq.Path, rec.Received(got.status, got.ctype))
 	fromDoc := trace.Read(rq.Path, doc.Received)
 	// The same text, finishes and end: identical, or the same failure at the same point.
 	if cmp := trace.Compare(original, fromDoc); !cmp.Agrees() || cmp.Verdict == trace.Extends || original.End != fromDoc.End {
 		t.Errorf("%s: the trace reads back as %s (%s, %s): %s", path, cmp.Verdict, original.End, fromDoc.End, cmp.Detail)
 	}
-	if len(fromDoc.Choices) == 0 || fromDoc.End == trace.EndComplete && v.rule == vSilentEnd {
+	if (got.status == http.StatusOK && len(fromDoc.Choices) == 0) || fromDoc.End == trace.EndComplete && v.rule == vSilentEnd {
 		t.Errorf("%s: transcript %+v", path, fromDoc)
 	}
 }
@@ -387,17 +540,23 @@ func jsonEqual(a, b []byte) bool {
 
 // A bounded sweep against fencegate in-process: every action at the first points of a
 // short answer (before the request reached the engine, with the first token computed but
-// not sent, and with it sent), in direct mode and in fenced mode with partitions. Every
+// not sent, and with it sent), and right after the engine ran an mcp tool of a Responses
+// request, streamed and whole, in direct mode and in fenced mode with partitions. Every
 // case runs, its fault comes into play, and none breaks a rule.
+//
+// The tool cases end as docs/design.md §5 says: the tool ran once, and was not run again;
+// a stream, whose call the engine announced before it ran it, is interrupted (the
+// announcement was output), a whole answer fails before any output, and a client that
+// left has left.
 func TestSweepFencegate(t *testing.T) {
-	points := []string{"accept", "computed:1", "sent:1"}
+	points := []string{"accept", "computed:1", "sent:1", toolPoint}
 	for _, fenced := range []bool{false, true} {
 		name := "direct"
 		if fenced {
 			name = "fenced"
 		}
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var progress strings.Builder
 			rep, err := RunSweep(ctx, SweepConfig{Fenced: fenced, Tokens: 2, Points: points, Progress: &progress})
@@ -408,25 +567,52 @@ func TestSweepFencegate(t *testing.T) {
 			if fenced {
 				actions = append(actions, "partition")
 			}
+			toolActions := slices.DeleteFunc(slices.Clone(actions), func(a string) bool { return a == "stall" })
 			ran := map[string]int{}
 			for _, c := range rep.Cases {
-				ran[c.Action+"@"+c.Point]++
+				ran[c.Action+"@"+c.Row()]++
 				if c.Missed {
-					t.Errorf("case %d %s@%s: its fault never came into play in %d tries", c.N, c.Action, c.Point, c.Tries)
+					t.Errorf("case %d %s@%s: its fault never came into play in %d tries", c.N, c.Action, c.Row(), c.Tries)
 				}
 				for _, v := range c.Violations {
-					t.Errorf("case %d %s@%s: %s", c.N, c.Action, c.Point, v)
+					t.Errorf("case %d %s@%s: %s", c.N, c.Action, c.Row(), v)
+				}
+				if c.Point != toolPoint {
+					if c.ToolCalls != 0 {
+						t.Errorf("case %d %s@%s: %d calls of the tool server, for a request with no tool", c.N, c.Action, c.Row(), c.ToolCalls)
+					}
+					continue
+				}
+				want := endInterrupted
+				switch {
+				case c.Action == "leave":
+					want = endLeft
+				case c.Whole:
+					want = endError
+				}
+				if c.ToolCalls != 1 || c.Ending != want {
+					t.Errorf("case %d %s@%s: the tool ran %d times, ending %q; want once, %q", c.N, c.Action, c.Row(), c.ToolCalls, c.Ending, want)
 				}
 			}
-			for _, p := range points {
+			want := 0
+			for _, p := range points[:len(points)-1] {
 				for _, a := range actions {
+					want++
 					if ran[a+"@"+p] != 1 {
 						t.Errorf("%s@%s ran %d times", a, p, ran[a+"@"+p])
 					}
 				}
 			}
-			if len(rep.Cases) != len(points)*len(actions) {
-				t.Errorf("%d cases, want %d", len(rep.Cases), len(points)*len(actions))
+			for _, row := range toolRows {
+				for _, a := range toolActions {
+					want++
+					if ran[a+"@"+row] != 1 {
+						t.Errorf("%s@%s ran %d times", a, row, ran[a+"@"+row])
+					}
+				}
+			}
+			if len(rep.Cases) != want {
+				t.Errorf("%d cases, want %d", len(rep.Cases), want)
 			}
 			if t.Failed() {
 				t.Logf("%s\n%s%s", progress.String(), rep.Table(), rep.Summary())
@@ -456,6 +642,9 @@ func TestChaosFlags(t *testing.T) {
 		{[]string{"--tokens", "4"}, "--tokens needs --exhaustive or --target"},
 		{[]string{"--exhaustive", "--actions", "crash,explode"}, `unknown action "explode"`},
 		{[]string{"--exhaustive", "--tokens", "2", "--points", "sent:3"}, `unknown point "sent:3"`},
+		{[]string{"--exhaustive", "--points", "tool:2"}, `unknown point "tool:2"`},
+		{[]string{"--exhaustive", "--tool-actions", "crash,stall"}, `unknown action "stall" at tool:1`},
+		{[]string{"--tool-actions", "crash"}, "--tool-actions needs --exhaustive or --target"},
 		{[]string{"--exhaustive", "--api", "messages"}, `API "messages"`},
 		{[]string{"--exhaustive", "--target-cmd", "true"}, "need --target"},
 		{[]string{"--exhaustive", "extra"}, "unexpected arguments"},

@@ -36,9 +36,10 @@ const traceLimit = 1 << 20
 // try runs case c once: it arms the trigger of a client or partition action, plays the
 // client, waits for the replicas to end the request's engine requests, and judges.
 func (s *sweeper) try(ctx context.Context, c sweepCase) CaseResult {
-	res := CaseResult{N: c.n, Point: c.point, Action: c.action, Fault: simFault(c)}
+	res := CaseResult{N: c.n, Point: c.point, Action: c.action, Whole: c.whole, Fault: simFault(c)}
 	s.settle(ctx)
 	before := s.reps.recordIDs()
+	toolsBefore := len(s.reps.tools.Actions())
 	r := s.caseRequest(c)
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -70,7 +71,7 @@ func (s *sweeper) try(ctx context.Context, c sweepCase) CaseResult {
 			case <-cctx.Done():
 			}
 		}()
-	case (c.action == "leave" || c.action == "stall") && (kind == "prefill" || kind == "computed"):
+	case (c.action == "leave" || c.action == "stall") && (kind == "prefill" || kind == "computed" || kind == "tool"):
 		cl.signal = s.reps.watch(cctx, &watchers, before, recordReached(kind, k))
 	}
 	cl.play(cctx)
@@ -82,21 +83,26 @@ func (s *sweeper) try(ctx context.Context, c sweepCase) CaseResult {
 
 	s.waitUp(ctx) // a crashed replica answers for its records once it is back
 	recs, checkedAt, err := s.reps.fetchRecords(ctx, s.client, before)
+	// Every call the tool server received since the try began is this request's: the
+	// cases run one after another, and the last one's engine requests have ended.
+	toolCalls := s.reps.tools.Actions()[toolsBefore:]
 	h := &wireHistory{path: r.path(), status: cl.status, contentType: cl.contentType, received: cl.judged.Received(cl.status, cl.contentType),
 		transport: cl.transport, timedOut: cl.timedOut, sentAt: cl.sentAt, firstOutputAt: cl.firstOutputAt, endedAt: cl.endedAt,
 		left: cl.left.Load(), leftAt: cl.leftAt, stalled: cl.stalled, stalledAt: cl.stalledAt, heldAfterStall: cl.held,
-		stallWait: s.cfg.StallWait, records: recs, checkedAt: checkedAt, answers: s.answers(r), leaveGrace: leaveGrace, overlapGrace: overlapGrace}
+		stallWait: s.cfg.StallWait, records: recs, checkedAt: checkedAt, answers: s.answers(r), leaveGrace: leaveGrace, overlapGrace: overlapGrace,
+		engineTool: r.engineTool, toolCalls: toolCallsOn(toolCalls, recs)}
 	v := judgeWire(h)
 	if err != nil {
 		v.violations = append(v.violations, violation{"records", err.Error()})
 	}
-	res.Ending, res.Tokens, res.Violations = v.ending, v.tokens, v.violations
+	res.Ending, res.Tokens, res.Violations, res.ToolCalls = v.ending, v.tokens, v.violations, len(toolCalls)
 	switch {
 	case isReplicaAction(c.action):
-		// The fault came into play when the faulted replica took the request.
+		// The fault came into play when the faulted replica took the request (at
+		// toolPoint: and ran the tool, after which the fault fires).
 		res.Missed = true
 		for _, rec := range recs {
-			res.Missed = res.Missed && rec.Fault == ""
+			res.Missed = res.Missed && (rec.Fault == "" || (c.engineTool() && rec.ToolCalls == 0))
 		}
 	default:
 		res.Missed = !cl.fired.Load()
@@ -140,13 +146,16 @@ func (s *sweeper) waitUp(ctx context.Context) {
 }
 
 // recordReached is the condition of an engine request that reached a point: prefill (the
-// request was read and taken in), computed:K, or sent:K tokens.
+// request was read and taken in), computed:K or sent:K tokens, or tool:N (its Nth call of
+// an engine-run tool returned).
 func recordReached(kind string, k int) func(sim.Record) bool {
 	switch kind {
 	case "computed":
 		return func(r sim.Record) bool { return r.TokensComputed >= k }
 	case "sent":
 		return func(r sim.Record) bool { return r.TokensSent >= k }
+	case "tool":
+		return func(r sim.Record) bool { return r.ToolCalls >= k }
 	}
 	return func(r sim.Record) bool { return r.PromptTokens > 0 }
 }
@@ -206,7 +215,7 @@ type caseClient struct {
 // play sends the request and reads the response.
 func (cl *caseClient) play(ctx context.Context) {
 	s, c := cl.s, cl.c
-	cl.judged, cl.kept = trace.NewRecorder(1<<62, true), trace.NewRecorder(traceLimit, true)
+	cl.judged, cl.kept = trace.NewRecorder(1<<62, cl.r.stream), trace.NewRecorder(traceLimit, cl.r.stream)
 	ctx, timeout := context.WithTimeout(ctx, s.cfg.ClientTimeout)
 	defer timeout()
 	rctx, cancel := context.WithCancel(ctx)

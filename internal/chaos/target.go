@@ -26,6 +26,9 @@ type TargetEnv struct {
 	Model    string // the model name every request asks for
 	Fenced   bool   // each replica URL is a fencegate agent's (agent: true in fencegate)
 	Replicas []ReplicaEnv
+	// ToolServer is the MCP server every replica runs its engine-run tools on (its
+	// --tool-server): a ticket system that counts its calls.
+	ToolServer string
 }
 
 // ReplicaEnv is one replica as the target reaches it: through the fault proxy in front
@@ -40,14 +43,18 @@ type ReplicaEnv struct {
 	Agent  bool
 }
 
-// sweepReplicas are the sweep's simulated engines, their agents in fenced mode, and the
-// fault proxy in front of each.
+// sweepReplicas are the sweep's simulated engines, their agents in fenced mode, the
+// fault proxy in front of each, and the tool server they all call.
 type sweepReplicas struct {
 	sims    []*sim.Server
 	agents  map[string]*agent.Agent
 	proxies map[string]*faultproxy.Proxy // by replica name
 	order   []string
 	closers []func()
+	// tools is the counting MCP server (engineToolLabel) every engine calls for the
+	// engine-run mcp tool of a toolPoint case: one for all replicas, so that a request
+	// run on two replicas shows two calls.
+	tools *sim.ToolServer
 }
 
 // portOf is the address of the i-th port of a kind (0: replicas, 1: agents, 2: proxies, 3:
@@ -60,13 +67,21 @@ func portOf(cfg SweepConfig, kind, i int) string {
 }
 
 // startSweepReplicas starts cfg.Replicas engines that stream a chunk per token, each
-// behind a fault proxy (and, in fenced mode, an agent between the two).
+// behind a fault proxy (and, in fenced mode, an agent between the two), and the tool
+// server they run engine-run tools on (--tool-server, reached directly, not through the
+// proxies: a partition cuts the gateway off, not the engine's tools).
 func startSweepReplicas(cfg SweepConfig) (*sweepReplicas, error) {
 	r := &sweepReplicas{agents: map[string]*agent.Agent{}, proxies: map[string]*faultproxy.Proxy{}}
+	tools, err := sim.StartToolServer(engineToolLabel)
+	if err != nil {
+		return nil, err
+	}
+	r.tools = tools
+	r.closers = append(r.closers, func() { tools.Close() })
 	for i := range cfg.Replicas {
 		sc := sim.Config{Name: fmt.Sprintf("sim-%d", i+1), Addr: portOf(cfg, 0, i), DecodePerToken: cfg.DecodePerToken,
 			PrefillPerToken: time.Millisecond, RestartAfter: 50 * time.Millisecond, StreamInterval: 1,
-			MaxModelLen: cfg.StallTokens + 4096}
+			MaxModelLen: cfg.StallTokens + 4096, ToolServers: []string{tools.URL()}}
 		s, err := sim.Start(sc)
 		if err != nil {
 			r.close()
@@ -106,7 +121,7 @@ func (r *sweepReplicas) close() {
 
 // env is what the target's configuration needs.
 func (r *sweepReplicas) env(cfg SweepConfig, target string) TargetEnv {
-	e := TargetEnv{Target: target, Model: "sim-model", Fenced: cfg.Fenced}
+	e := TargetEnv{Target: target, Model: "sim-model", Fenced: cfg.Fenced, ToolServer: r.tools.URL()}
 	if u := strings.TrimPrefix(strings.TrimPrefix(target, "http://"), "https://"); u != "" {
 		hostport, _, _ := strings.Cut(u, "/")
 		e.Host, e.Port, _ = net.SplitHostPort(hostport)

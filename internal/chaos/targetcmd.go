@@ -19,9 +19,9 @@ import (
 // the target.
 //
 // The template is a Go text/template of TargetEnv (.Target, .Host, .Port, .Model, .Fenced,
-// .Replicas with .Name .URL .Addr .Host .Port .Engine .Agent) plus .Dir, the directory the
-// filled file is written to (absolute), for the paths a configuration names (a pid file,
-// logs). The command runs under sh -c with $FENCEGATE_CHAOS_CONFIG set to the written
+// .ToolServer, .Replicas with .Name .URL .Addr .Host .Port .Engine .Agent) plus .Dir, the
+// directory the filled file is written to (absolute), for the paths a configuration names
+// (a pid file, logs). The command runs under sh -c with $FENCEGATE_CHAOS_CONFIG set to the written
 // file, in a process group of its own; if it is still running when the sweep ends, the
 // group gets SIGTERM, and SIGKILL 5 s later. A command that exits by itself (a reload of
 // a target that runs anyway) must exit 0.
@@ -50,6 +50,7 @@ func (tp *targetProcess) prepare(ctx context.Context, env TargetEnv) error {
 		}
 		fmt.Fprintf(tp.stdout, "  %s %s (%s %s)\n", r.Name, r.URL, kind, r.Engine)
 	}
+	fmt.Fprintf(tp.stdout, "tool server (each engine's --tool-server): %s\n", env.ToolServer)
 	path := ""
 	if tp.template != "" {
 		var err error

@@ -18,7 +18,7 @@ func writeTrace(dir string, c sweepCase, v violation, cl *caseClient, h *wireHis
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	id := fmt.Sprintf("chaos-%03d-%s", c.n, strings.NewReplacer("@", "-at-", ":", "-").Replace(c.String()))
+	id := fmt.Sprintf("chaos-%03d-%s", c.n, strings.NewReplacer("@", "-at-", ":", "-", " ", "-").Replace(c.String()))
 	if rid := cl.header.Get("X-Request-Id"); rid != "" {
 		id = rid // the target's own name for the request, if it gives one
 	}
@@ -45,7 +45,7 @@ func writeTrace(dir string, c sweepCase, v violation, cl *caseClient, h *wireHis
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%03d-%s-%s.json", c.n, strings.NewReplacer("@", "-at-", ":", "-").Replace(c.String()), v.rule))
+	path := filepath.Join(dir, fmt.Sprintf("%03d-%s-%s.json", c.n, strings.NewReplacer("@", "-at-", ":", "-", " ", "-").Replace(c.String()), v.rule))
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return "", err
 	}

@@ -28,7 +28,10 @@ import (
 //     same one), never a stream that just ends (a silent end: no end event and no error),
 //     never an engine request started after the client had output (a rerun after output);
 //   - a client gone means its replica stops decoding (a zombie decodes on), and a client
-//     that stops reading holds no replica for long (held).
+//     that stops reading holds no replica for long (held);
+//   - a tool the engine runs itself runs at most once for the request, as its tool server
+//     counts (tool-twice), and once it ran, an error tells the client not to send the
+//     request again (tool-error; wire_responses.go).
 //
 // judgeWire is a pure function of a wireHistory, so its rules are tested on crafted
 // histories as well as on runs.
@@ -47,7 +50,7 @@ const (
 
 // wireHistory is one request as the wire judge sees it.
 type wireHistory struct {
-	path string // the API path (/v1/chat/completions, /v1/completions)
+	path string // the API path (/v1/chat/completions, /v1/completions, /v1/responses)
 
 	// The client's side.
 	status      int // 0: no HTTP response at all
@@ -78,6 +81,11 @@ type wireHistory struct {
 	// (it had nothing left to decode); overlapGrace how long two engine requests may seem
 	// to overlap (an engine notices a closed connection a moment after it closed).
 	leaveGrace, overlapGrace time.Duration
+
+	// engineTool: the request declared a tool the engine runs itself. toolCalls are the
+	// calls the tool server received for the request, each named by who made it.
+	engineTool bool
+	toolCalls  []string
 }
 
 // replicaRecord is one engine request of a history, with the replica that ran it.
@@ -118,6 +126,9 @@ type wireEvent struct {
 
 // readEvent classifies one event of a stream on path.
 func readEvent(path, raw string) wireEvent {
+	if strings.HasSuffix(path, "/responses") {
+		return readResponsesWireEvent(raw)
+	}
 	t := trace.Read(path, trace.Received{Status: http.StatusOK, ContentType: "text/event-stream", Chunks: []trace.Chunk{{Text: raw}}})
 	ev := wireEvent{text: map[int]string{}, finish: t.Finish}
 	var data []string
@@ -179,6 +190,9 @@ func readWire(h *wireHistory) *wireStream {
 		case !json.Valid([]byte(body)):
 		case j.Get("error").Exists() && j.Get("error").Type != gjson.Null:
 			ws.ending, ws.errorBody = "error", json.RawMessage(body)
+		case strings.HasSuffix(h.path, "/responses"):
+			readResponsesWireWhole(body, ws)
+			ws.ending, ws.output = "complete", true
 		default:
 			t := trace.Read(h.path, h.received)
 			for i, b := range t.Choices {
@@ -296,6 +310,7 @@ func judgeWire(h *wireHistory) wireVerdict {
 	}
 
 	judgeRecords(h, fail)
+	judgeWireTools(h, ws, fail)
 	return v
 }
 

@@ -331,3 +331,24 @@ func TestEngineToolTrace(t *testing.T) {
 		t.Fatalf("trace %s", raw)
 	}
 }
+
+// The official SDK retries a 5xx on its own (twice by default), as a new request without
+// an Idempotency-Key: a whole answer that ended after the engine ran its tool says
+// "x-should-retry: false", so the client library does not run the tool again either.
+func TestEngineToolErrorIsNotRetriedBySDK(t *testing.T) {
+	ts := startToolServer(t, "tickets")
+	e := toolEnv(t, ts, nil)
+	sdk := *e
+	sdk.client = openai.NewClient(option.WithBaseURL(e.srv.URL+"/v1"), option.WithAPIKey("unused"),
+		option.WithRequestTimeout(20*time.Second)) // the SDK's own retries: 2
+	r := askWithTools(testCtx(t), &sdk, []any{engineTools[0].decl}, false, option.WithHeader("X-Sim-Fault", "crash@tool:1"))
+	if r.status != http.StatusBadGateway || r.code != "upstream_failed_after_tool_use" {
+		t.Fatalf("client got %d %v (%q)", r.status, r.err, r.code)
+	}
+	if n := ts.Count("create_ticket"); n != 1 {
+		t.Fatalf("the tool ran %d times: the SDK sent the request again", n)
+	}
+	if n := e.totalSimRequests(); n != 1 {
+		t.Fatalf("%d engine requests", n)
+	}
+}

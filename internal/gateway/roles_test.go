@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/config"
@@ -39,25 +37,7 @@ var roleCallers = []struct{ name, key string }{
 type roleGateway struct {
 	gw                    *gateway.Server
 	public, remote, admin *httptest.Server
-	log                   *lockedBuffer
-}
-
-// lockedBuffer is a log sink that handlers of several connections write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log                   *syncBuffer
 }
 
 // startRoleGateway serves a model per simulated replica, and the models of extraModels (YAML
@@ -85,7 +65,7 @@ func startRoleGateway(t *testing.T, sims []*sim.Server, yaml string, st store.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &roleGateway{log: &lockedBuffer{}}
+	g := &roleGateway{log: &syncBuffer{}}
 	g.gw, err = gateway.New(context.Background(), cfg, gateway.Options{ConfigPath: path, Store: st,
 		Logger: slog.New(slog.NewTextHandler(g.log, nil))})
 	if err != nil {

@@ -163,3 +163,19 @@ func TestWriteError(t *testing.T) {
 		}
 	}
 }
+
+// An error that says retryable: false tells the SDKs not to send the request again; one
+// that says nothing, or true, leaves their own retry policy alone.
+func TestWriteErrorRetryHeader(t *testing.T) {
+	no, yes := false, true
+	for _, tc := range []struct {
+		retryable *bool
+		want      string
+	}{{&no, "false"}, {&yes, ""}, {nil, ""}} {
+		rec := httptest.NewRecorder()
+		WriteError(rec, &Error{Message: "m", Status: 502, Retryable: tc.retryable})
+		if got := rec.Header().Get("X-Should-Retry"); got != tc.want {
+			t.Errorf("retryable %v: X-Should-Retry %q, want %q", tc.retryable, got, tc.want)
+		}
+	}
+}

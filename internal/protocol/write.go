@@ -29,6 +29,7 @@ func WriteError(w http.ResponseWriter, p sse.Protocol, e *openai.Error) {
 		status = http.StatusInternalServerError
 	}
 	h := w.Header()
+	openai.SetRetryHeader(h, e)
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

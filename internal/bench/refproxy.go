@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// ServeReferenceProxy serves, on ln, the plainest Go reverse proxy in front of upstream
+// until ctx ends: net/http's server and httputil.ReverseProxy, flushing every write
+// (FlushInterval -1, as a streaming proxy must) over a transport tuned as the gateway's
+// (kept-alive connections, no compression), and parsing nothing. Measured beside the
+// gateway it is the price of net/http alone (docs/performance.md): what a Go gateway pays
+// before it does anything of its own.
+func ServeReferenceProxy(ctx context.Context, ln net.Listener, upstream *url.URL, log io.Writer) error {
+	if upstream.Scheme != "http" && upstream.Scheme != "https" || upstream.Host == "" {
+		return fmt.Errorf("bench: reference proxy: upstream %q is not an http(s) URL", upstream)
+	}
+	rp := httputil.NewSingleHostReverseProxy(upstream)
+	rp.FlushInterval = -1
+	rp.Transport = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     4 * time.Second,
+		DisableCompression:  true,
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	fmt.Fprintf(log, "reference proxy listening on http://%s, in front of %s\n", ln.Addr(), upstream)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("bench: reference proxy: %w", err)
+	}
+	return nil
+}
