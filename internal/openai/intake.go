@@ -79,10 +79,8 @@ func (in *intake) scan() {
 func (in *intake) member(name string, dup bool) int {
 	switch {
 	case dup: // refused after the scan; its value is only validated
-	case name == "messages" && in.ep == Chat:
-		return in.messages(in.chatTurn)
-	case name == "messages" && in.ep == Messages:
-		return in.messages(in.anthropicTurn)
+	case name == "messages" && (in.ep == Chat || in.ep == Messages):
+		return in.messages()
 	case name == "system" && in.ep == Messages:
 		return in.systemContent()
 	case name == "instructions" && in.ep == Responses:
@@ -96,8 +94,8 @@ func (in *intake) member(name string, dup bool) int {
 }
 
 // messages reads an array of messages (chat, Messages), each checked and rendered by
-// turn, which is given the message's index and what it holds.
-func (in *intake) messages(turn func(i int, t *turnValues)) int {
+// chatTurn or anthropicTurn.
+func (in *intake) messages() int {
 	s := &in.s
 	c := s.peek()
 	start := s.i
@@ -114,8 +112,12 @@ func (in *intake) messages(turn func(i int, t *turnValues)) int {
 			continue
 		}
 		t := in.turnValues()
-		if !s.failed() && in.list.err == nil {
-			turn(i, &t)
+		switch {
+		case s.failed() || in.list.err != nil:
+		case in.ep == Chat:
+			in.chatTurn(i, &t)
+		default:
+			in.anthropicTurn(i, &t)
 		}
 	}
 	return start
@@ -130,13 +132,13 @@ func (in *intake) noteErr(mk func() *Error) {
 
 // chatTurn checks and renders a chat message: "role: content\n".
 func (in *intake) chatTurn(i int, t *turnValues) {
-	param := "messages[" + strconv.Itoa(i) + "]"
 	switch {
 	case t.role == nil || isNull(t.role):
+		param := messageParam(i)
 		in.list.err = invalid(param+".role", "missing_required_parameter",
 			fmt.Sprintf("Missing required parameter: '%s.role'.", param))
 	case t.role[0] != '"':
-		in.list.err = typeError(param+".role", "a string", t.role)
+		in.list.err = typeError(messageParam(i)+".role", "a string", t.role)
 	default:
 		in.renderTurn(t.role, t.roleLen)
 	}
@@ -145,19 +147,23 @@ func (in *intake) chatTurn(i int, t *turnValues) {
 // anthropicTurn checks and renders a Messages turn: a user or assistant role and a
 // content that is a string or content blocks.
 func (in *intake) anthropicTurn(i int, t *turnValues) {
-	param := "messages[" + strconv.Itoa(i) + "]"
 	switch {
 	case t.role == nil || t.role[0] != '"' || !stringIs(t.role, t.roleLen, "user") && !stringIs(t.role, t.roleLen, "assistant"):
+		param := messageParam(i)
 		in.list.err = invalid(param+".role", "invalid_value",
 			fmt.Sprintf("%s.role: Input should be 'user' or 'assistant'", param))
 	case t.content == nil || isNull(t.content):
+		param := messageParam(i)
 		in.list.err = invalid(param+".content", "missing_required_parameter", param+".content: Field required")
 	case t.content[0] != '"' && t.content[0] != '[':
-		in.list.err = typeError(param+".content", "a string or an array of content blocks", t.content)
+		in.list.err = typeError(messageParam(i)+".content", "a string or an array of content blocks", t.content)
 	default:
 		in.renderTurn(t.role, t.roleLen)
 	}
 }
+
+// messageParam names message i in an error.
+func messageParam(i int) string { return "messages[" + strconv.Itoa(i) + "]" }
 
 // renderTurn adds "role: content\n" to the turns, the content being in.tmp. role is
 // a string of the body, or nil for an empty role.

@@ -313,57 +313,57 @@ func specialLanes(x uint64) uint64 {
 }
 
 // str reads a string whose opening quote is at s.i and returns the length of its
-// decoded contents (what encoding/json's Unmarshal makes of it). Plain content is
-// scanned eight bytes at a time; runs holding bytes above 0x7f are checked with
-// utf8.Valid when the run ends.
+// decoded contents (what encoding/json's Unmarshal makes of it). Plain ASCII is
+// scanned eight bytes at a time; a byte above 0x7f starts a run of such bytes, which
+// is checked as UTF-8 right there, so that no byte is read twice.
 func (s *scanner) str() int {
 	b := s.b
 	start := s.i + 1
 	i := start
-	run := i // the start of the run not yet checked for UTF-8
-	var high uint64
 	shrink := 0 // bytes the escapes lose in decoding
 	for {
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
-			if m := specialLanes(x); m != 0 {
-				n := bits.TrailingZeros64(m) / 8
-				high |= x & (1<<(8*n) - 1)
-				i += n
-				break
+			special, high := specialLanes(x), x&tops
+			if special|high == 0 {
+				i += 8
+				continue
 			}
-			high |= x
-			i += 8
+			// The lowest marked lane of each mask is exact; whichever comes first is
+			// handled below.
+			n := bits.TrailingZeros64(special|high) / 8
+			i += n
+			break
 		}
 		if i >= len(b) {
 			s.unexpectedEnd()
 			return 0
 		}
-		c := b[i]
-		switch {
-		case c == '"' || c == '\\':
-			if high&tops != 0 && !utf8.Valid(b[run:i]) {
-				s.fail = fault{kind: faultUTF8}
-				return 0
-			}
-			high = 0
-			if c == '"' {
-				s.i = i + 1
-				return i - start - shrink
-			}
+		switch c := b[i]; {
+		case c == '"':
+			s.i = i + 1
+			return i - start - shrink
+		case c == '\\':
 			n, lost := s.escape(i)
 			if n == 0 {
 				return 0
 			}
 			i += n
 			shrink += lost
-			run = i
 		case c < 0x20:
 			s.syntax(c, "in string literal")
 			return 0
-		default:
-			high |= uint64(c)
+		case c < utf8.RuneSelf:
 			i++
+		default:
+			for i < len(b) && b[i] >= utf8.RuneSelf {
+				r, size := utf8.DecodeRune(b[i:])
+				if r == utf8.RuneError && size == 1 {
+					s.fail = fault{kind: faultUTF8}
+					return 0
+				}
+				i += size
+			}
 		}
 	}
 }
