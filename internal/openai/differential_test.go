@@ -46,10 +46,11 @@ func compareParse(t *testing.T, ep Endpoint, limit int, body []byte) {
 	}
 	wantMembers := topLevelMembers(t, body)
 	if len(members) != len(wantMembers) {
-		t.Fatalf("%v %q: members %q, want %q", ep, body, members, wantMembers)
+		t.Fatalf("%v %q: members %v, want %v", ep, body, members, wantMembers)
 	}
 	for i := range members {
-		if members[i].Name != wantMembers[i].Name || !bytes.Equal(members[i].Value, wantMembers[i].Value) {
+		m := members[i]
+		if m.Name != wantMembers[i].Name || !bytes.Equal(m.Value, wantMembers[i].Value) || &body[m.Offset] != &m.Value[0] {
 			t.Fatalf("%v %q: member %d is %q: %s, want %q: %s", ep, body, i, members[i].Name, members[i].Value, wantMembers[i].Name, wantMembers[i].Value)
 		}
 	}

@@ -64,7 +64,7 @@ func (in *intake) scan() {
 			name := keyString(s.key, s.keyLen)
 			dup := in.names.seen(in.members, name)
 			from := in.member(name, dup)
-			in.members = append(in.members, Member{Name: name, Value: s.b[from:s.i]})
+			in.members = append(in.members, Member{Name: name, Value: s.b[from:s.i], Offset: from})
 		}
 	}
 	if s.failed() {

@@ -1,10 +1,11 @@
 package openai
 
 // Member is a member of a body's top-level object: its name, decoded, and its value
-// as the exact bytes of the body (no copy).
+// as the exact bytes of the body (no copy), which start at Offset.
 type Member struct {
-	Name  string
-	Value []byte
+	Name   string
+	Value  []byte
+	Offset int
 }
 
 // Members are the members of a body's top-level object in the order the body gives
