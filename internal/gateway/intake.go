@@ -49,7 +49,7 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 	// Not every connection supports deadlines (an HTTP/2 stream under some test servers):
 	// the body is then read without one.
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.Limits.MaxBodyBytes))
+	body, err := readAtMost(w, r, cfg.Limits.MaxBodyBytes)
 	if err == nil {
 		if deadlineSet {
 			rc.SetReadDeadline(time.Time{})
@@ -71,6 +71,27 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 			Message: "could not read the request body: " + err.Error(), RequestID: id})
 	}
 	return nil, false
+}
+
+// readAtMost reads a body of at most limit bytes. One whose length the client declared
+// is read into one buffer of that length: the body is the only copy of itself a request
+// keeps, and it is not copied again as a growing buffer would be (a 32 MiB body read by
+// doubling allocates 64 MiB and copies 32). One declared longer than limit is refused
+// unread; the server closes its connection after the answer.
+func readAtMost(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength <= 0 {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // modelNotFound answers as OpenAI does for a model that does not exist; a key limited to
