@@ -40,16 +40,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
-	body, ok := readBody(w, r, l.cfg)
+	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
 	if !ok {
 		return
 	}
-	req, members, perr := openai.Parse(ep, body, l.promptPrefix)
-	if perr != nil {
-		perr.RequestID = id
-		writeError(w, r, perr)
-		return
-	}
+	body := req.Body
 	k, _ := identity(r)
 	p := l.pools[req.Model]
 	if p == nil || !k.mayUse(req.Model) {

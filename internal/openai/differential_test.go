@@ -3,10 +3,13 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // The single-pass parser must decide every body as the encoding/json parser it
@@ -22,6 +25,7 @@ func compareParse(t *testing.T, ep Endpoint, limit int, body []byte) {
 	if !bytes.Equal(in, body) {
 		t.Fatalf("%v: Parse changed its input", ep)
 	}
+	compareRead(t, ep, limit, body, got, members, gotErr)
 	if (wantErr == nil) != (gotErr == nil) {
 		t.Fatalf("%v %q: reference error %v, Parse error %v", ep, body, wantErr, gotErr)
 	}
@@ -53,6 +57,52 @@ func compareParse(t *testing.T, ep Endpoint, limit int, body []byte) {
 		if m.Name != wantMembers[i].Name || !bytes.Equal(m.Value, wantMembers[i].Value) || &body[m.Offset] != &m.Value[0] {
 			t.Fatalf("%v %q: member %d is %q: %s, want %q: %s", ep, body, i, members[i].Name, members[i].Value, wantMembers[i].Name, wantMembers[i].Value)
 		}
+	}
+}
+
+// compareRead checks that ReadRequest, given the body in pieces of every size, decides
+// as Parse did.
+func compareRead(t *testing.T, ep Endpoint, limit int, body []byte, want *Request, wantMembers Members, wantErr *Error) {
+	t.Helper()
+	for _, pieces := range []func(io.Reader) io.Reader{iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader, func(r io.Reader) io.Reader { return r }} {
+		got, members, err := ReadRequest(ep, pieces(bytes.NewReader(body)), len(body), limit)
+		if wantErr != nil {
+			if e, ok := err.(*Error); !ok || *e != *wantErr || got != nil {
+				t.Fatalf("%v %q: ReadRequest %v, Parse %v", ep, body, err, wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v %q: ReadRequest %v, Parse accepted it", ep, body, err)
+		}
+		if !bytes.Equal(got.Body, body) || fmt.Sprintf("%+v", members) != fmt.Sprintf("%+v", wantMembers) {
+			t.Fatalf("%v %q: ReadRequest read %q with members %+v", ep, body, got.Body, members)
+		}
+		g, w := *got, *want
+		g.Body, w.Body = nil, nil
+		if fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", w) {
+			t.Fatalf("%v %q:\nReadRequest %+v\nParse       %+v", ep, body, g, w)
+		}
+	}
+}
+
+// A body that cannot be read to its end is a read error, whatever it holds: the
+// reader's error, or io.ErrUnexpectedEOF when it is shorter than it said.
+func TestReadRequestReadErrors(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":x}`)
+	boom := errors.New("boom")
+	for n := 0; n < len(body); n++ {
+		_, _, err := ReadRequest(Chat, iotest.TimeoutReader(io.MultiReader(bytes.NewReader(body[:n]), iotest.ErrReader(boom))), len(body), 64)
+		if err != boom && err != iotest.ErrTimeout {
+			t.Fatalf("cut after %d bytes by an error: %v", n, err)
+		}
+		_, _, err = ReadRequest(Chat, bytes.NewReader(body[:n]), len(body), 64)
+		if err != io.ErrUnexpectedEOF {
+			t.Fatalf("ending after %d bytes: %v", n, err)
+		}
+	}
+	if _, _, err := ReadRequest(Chat, bytes.NewReader(body), len(body), 64); err == nil || err.(*Error).Param != "" || err.(*Error).Code != "invalid_json" {
+		t.Fatalf("the whole body: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -125,15 +126,47 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 // first bytes and the small fields (model, previous_response_id): the cost of a
 // request grows with its body as little as the one pass allows (docs/design.md §9).
 func Parse(ep Endpoint, body []byte, promptPrefix int) (*Request, Members, *Error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, invalid("", "invalid_json", "The request body is empty; expected a JSON object.")
+	return parse(&intake{s: scanner{b: body}, ep: ep}, promptPrefix)
+}
+
+// ReadRequest is Parse for a body of size bytes still to be read from r. The body is
+// read into one buffer of its size as it is parsed, so that parsing goes on while the
+// rest of the body arrives, and it is read to its end even when it is refused early:
+// the checks keep their order. A read error (r's, or io.ErrUnexpectedEOF for a body
+// shorter than size) is returned as it is; a refused request as an *Error.
+func ReadRequest(ep Endpoint, r io.Reader, size, promptPrefix int) (*Request, Members, error) {
+	src := &source{r: r, buf: make([]byte, size)}
+	req, members, e := parse(&intake{s: scanner{b: src.buf[:0], src: src}, ep: ep}, promptPrefix)
+	switch {
+	case src.err != nil:
+		return nil, nil, src.err
+	case e != nil:
+		return nil, nil, e
 	}
-	in := &intake{s: scanner{b: body}, ep: ep}
+	return req, members, nil
+}
+
+// parse scans the body of in and checks the request.
+func parse(in *intake, promptPrefix int) (*Request, Members, *Error) {
+	ep := in.ep
 	in.system.limit, in.turns.limit = max(promptPrefix, 0), max(promptPrefix, 0)
 	in.scan()
-	switch {
-	case in.s.failed():
+	if in.s.failed() {
+		// The whole body decides which fault is reported.
+		if in.s.src != nil {
+			in.s.fill(len(in.s.src.buf))
+		}
+		body := in.s.b
+		switch {
+		case in.s.fail.kind == faultRead:
+			return nil, nil, nil // the caller reports the read error
+		case len(bytes.TrimSpace(body)) == 0:
+			return nil, nil, invalid("", "invalid_json", "The request body is empty; expected a JSON object.")
+		}
 		return nil, nil, checkBody(body, in.s.fail)
+	}
+	body := in.s.b
+	switch {
 	case !in.object:
 		return nil, nil, invalid("", "invalid_type",
 			fmt.Sprintf("The request body must be a JSON object, but got %s instead.", kindOf(body)))

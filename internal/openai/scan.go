@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/binary"
+	"io"
 	"math/bits"
 	"strconv"
 	"unicode/utf16"
@@ -22,10 +24,16 @@ import (
 // Once fail is set the scan is over: every method returns at once, and callers
 // check s.failed() after a loop. The first fault is the one reported, as
 // encoding/json reports the first.
+//
+// The text may still be arriving (src): b is then what was read so far, and the
+// scanner reads more where it reaches b's end (fill), so that a body is parsed while
+// the rest of it is on its way. Slices of b stay valid: b only grows, over the one
+// buffer the body is read into.
 type scanner struct {
 	b     []byte
-	i     int // the next byte to read
-	depth int // arrays and objects open around s.i
+	src   *source // nil: b is the whole text
+	i     int     // the next byte to read
+	depth int     // arrays and objects open around s.i
 	fail  fault
 	// key is the last member key nextMember read, quotes included, and keyLen its
 	// decoded length.
@@ -41,6 +49,7 @@ const (
 	faultSyntax           // not JSON: c in context, or an unexpected end
 	faultUTF8             // a string holds bytes that are not UTF-8
 	faultDepth            // nesting deeper than MaxDepth
+	faultRead             // the text could not be read (source.err)
 )
 
 // fault is the first problem of a scan, kept as data: its message is only built
@@ -88,11 +97,40 @@ func (s *scanner) unexpectedEnd() {
 	}
 }
 
+// source is a text still arriving: it is read from r into buf, which is as long as
+// the whole text.
+type source struct {
+	r   io.Reader
+	buf []byte
+	err error // why the text ended before buf was full
+}
+
+// fill makes s.b hold at least n bytes, reading more of the text when it is still
+// arriving, and reports whether it does. A read error ends the scan (faultRead).
+func (s *scanner) fill(n int) bool {
+	for len(s.b) < n && s.src != nil {
+		src := s.src
+		m, err := src.r.Read(src.buf[len(s.b):])
+		s.b = src.buf[:len(s.b)+m]
+		switch {
+		case len(s.b) == len(src.buf):
+			s.src = nil
+		case err == io.EOF:
+			err = io.ErrUnexpectedEOF // shorter than it said, as io.ReadFull reports it
+			fallthrough
+		case err != nil:
+			src.err, s.src = err, nil
+			s.fail = fault{kind: faultRead}
+		}
+	}
+	return len(s.b) >= n
+}
+
 // at returns the byte at i, or a space past the end: encoding/json ends a scan by
 // feeding its state machine one space, so a text cut inside a number or a literal
 // is reported as an invalid ' ' there, and one cut elsewhere as an unexpected end.
 func (s *scanner) at(i int) byte {
-	if i < len(s.b) {
+	if i < len(s.b) || s.fill(i+1) {
 		return s.b[i]
 	}
 	return ' '
@@ -100,11 +138,16 @@ func (s *scanner) at(i int) byte {
 
 // space skips JSON whitespace.
 func (s *scanner) space() {
-	b, i := s.b, s.i
-	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
+	for {
+		b, i := s.b, s.i
+		for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+			i++
+		}
+		s.i = i
+		if i < len(b) || !s.fill(i+1) {
+			return
+		}
 	}
-	s.i = i
 }
 
 // peek skips whitespace and returns the next byte; at the end of the text it records
@@ -255,32 +298,33 @@ func (s *scanner) literal(word string) {
 // number reads a number as encoding/json's state machine does: it stops at the
 // first byte that cannot continue it, which the caller then judges.
 func (s *scanner) number() {
-	b, i := s.b, s.i
-	if b[i] == '-' {
+	i := s.i
+	digits := func() {
+		for c := s.at(i); c >= '0' && c <= '9'; c = s.at(i) {
+			i++
+		}
+	}
+	if s.b[i] == '-' {
 		i++
 		if c := s.at(i); c < '0' || c > '9' {
 			s.syntax(c, "in numeric literal")
 			return
 		}
 	}
-	if b[i] == '0' {
+	if s.b[i] == '0' {
 		i++
 	} else {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		digits()
 	}
-	if i < len(b) && b[i] == '.' {
+	if s.at(i) == '.' {
 		i++
 		if c := s.at(i); c < '0' || c > '9' {
 			s.syntax(c, "after decimal point in numeric literal")
 			return
 		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		digits()
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if c := s.at(i); c == 'e' || c == 'E' {
 		i++
 		if c := s.at(i); c == '+' || c == '-' {
 			i++
@@ -289,9 +333,7 @@ func (s *scanner) number() {
 			s.syntax(c, "in exponent of numeric literal")
 			return
 		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		digits()
 	}
 	s.i = i
 }
@@ -314,32 +356,50 @@ func specialLanes(x uint64) uint64 {
 
 // str reads a string whose opening quote is at s.i and returns the length of its
 // decoded contents (what encoding/json's Unmarshal makes of it). Plain ASCII is
-// scanned eight bytes at a time; a byte above 0x7f starts a run of such bytes, which
-// is checked as UTF-8 right there, so that no byte is read twice.
+// scanned eight bytes at a time; a byte above 0x7f starts a UTF-8 sequence, checked
+// right there, and an escape is read where it is met, so that no byte is read twice.
 func (s *scanner) str() int {
 	b := s.b
 	start := s.i + 1
 	i := start
 	shrink := 0 // bytes the escapes lose in decoding
 	for {
+		if i+8 > len(b) && s.src != nil {
+			s.fill(i + 8)
+			b = s.b
+		}
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
-			special, high := specialLanes(x), x&tops
-			if special|high == 0 {
-				i += 8
-				continue
+			// The lowest marked lane is exact (see specialLanes; a byte above 0x7f
+			// marks its own lane only).
+			if m := specialLanes(x) | x&tops; m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
 			}
-			// The lowest marked lane of each mask is exact; whichever comes first is
-			// handled below.
-			n := bits.TrailingZeros64(special|high) / 8
-			i += n
-			break
+			i += 8
+		}
+		if i+4 > len(b) && s.src != nil { // the longest look ahead below
+			s.fill(i + 4)
+			b = s.b
 		}
 		if i >= len(b) {
 			s.unexpectedEnd()
 			return 0
 		}
+		// The cases in the order of how often a conversation meets them.
 		switch c := b[i]; {
+		case c == '\\' && i+1 < len(b) && shortEscape[b[i+1]]:
+			i += 2
+			shrink++
+		case c >= 0xc2 && c < 0xe0 && i+1 < len(b) && b[i+1]&0xc0 == 0x80: // two bytes
+			i += 2
+		case c >= utf8.RuneSelf:
+			n := utf8Seq(b, i)
+			if n == 0 {
+				s.fail = fault{kind: faultUTF8}
+				return 0
+			}
+			i += n
 		case c == '"':
 			s.i = i + 1
 			return i - start - shrink
@@ -348,24 +408,57 @@ func (s *scanner) str() int {
 			if n == 0 {
 				return 0
 			}
+			b = s.b
 			i += n
 			shrink += lost
 		case c < 0x20:
 			s.syntax(c, "in string literal")
 			return 0
-		case c < utf8.RuneSelf:
-			i++
 		default:
-			for i < len(b) && b[i] >= utf8.RuneSelf {
-				r, size := utf8.DecodeRune(b[i:])
-				if r == utf8.RuneError && size == 1 {
-					s.fail = fault{kind: faultUTF8}
-					return 0
-				}
-				i += size
-			}
+			i++
 		}
 	}
+}
+
+// shortEscape marks the bytes that make a two-byte escape after a backslash.
+var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
+// utf8Seq returns the length of the UTF-8 sequence that starts at b[i] (a byte above
+// 0x7f), or 0 when it is not valid UTF-8 as utf8.Valid judges it: no overlong forms,
+// no surrogates, nothing above U+10FFFF.
+func utf8Seq(b []byte, i int) int {
+	cont := func(j int) bool { return j < len(b) && b[j]&0xc0 == 0x80 }
+	in := func(j int, lo, hi byte) bool { return j < len(b) && b[j] >= lo && b[j] <= hi }
+	switch c := b[i]; {
+	case c < 0xc2:
+	case c < 0xe0:
+		if cont(i + 1) {
+			return 2
+		}
+	case c < 0xf0:
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xe0:
+			lo = 0xa0
+		case 0xed:
+			hi = 0x9f
+		}
+		if in(i+1, lo, hi) && cont(i+2) {
+			return 3
+		}
+	case c < 0xf5:
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xf0:
+			lo = 0x90
+		case 0xf4:
+			hi = 0x8f
+		}
+		if in(i+1, lo, hi) && cont(i+2) && cont(i+3) {
+			return 4
+		}
+	}
+	return 0
 }
 
 // escape reads the escape sequence whose backslash is at i and returns its length
@@ -388,7 +481,7 @@ func (s *scanner) escape(i int) (n, lost int) {
 	if !utf16.IsSurrogate(r) {
 		return 6, 6 - utf8.RuneLen(r)
 	}
-	if s.at(i+6) == '\\' && s.at(i+7) == 'u' {
+	if s.fill(i+12); s.at(i+6) == '\\' && s.at(i+7) == 'u' {
 		if r2, ok := hex4(s.b, i+8); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
 			return 12, 12 - 4
 		}
@@ -444,12 +537,13 @@ func unhex(c byte) rune {
 // dst holds at least limit bytes.
 func appendUnquoted(dst, raw []byte, limit int) []byte {
 	for i := 0; i < len(raw) && len(dst) < limit; {
-		j := i
-		for j < len(raw) && raw[j] != '\\' {
-			j++
+		// Plain bytes up to the next escape, looked for no further than needed.
+		plain := raw[i:min(len(raw), i+limit-len(dst))]
+		if j := bytes.IndexByte(plain, '\\'); j >= 0 {
+			plain = plain[:j]
 		}
-		dst = append(dst, raw[i:min(j, i+limit-len(dst))]...)
-		if i = j; i >= len(raw) || len(dst) >= limit {
+		dst = append(dst, plain...)
+		if i += len(plain); i >= len(raw) || len(dst) >= limit {
 			break
 		}
 		switch c := raw[i+1]; c {
