@@ -137,6 +137,7 @@ func BenchmarkIntake(b *testing.B) {
 		}
 	}
 }
+
 // firstToken streams body to url and returns the time to its first token.
 func firstToken(b *testing.B, client *http.Client, url string, body []byte) time.Duration {
 	start := time.Now()

@@ -481,7 +481,7 @@ func (s *scanner) escape(i int) (n, lost int) {
 	if !utf16.IsSurrogate(r) {
 		return 6, 6 - utf8.RuneLen(r)
 	}
-	if s.fill(i+12); s.at(i+6) == '\\' && s.at(i+7) == 'u' {
+	if s.fill(i + 12); s.at(i+6) == '\\' && s.at(i+7) == 'u' {
 		if r2, ok := hex4(s.b, i+8); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
 			return 12, 12 - 4
 		}
