@@ -89,7 +89,7 @@ func compareRead(t *testing.T, ep Endpoint, limit int, body []byte, want *Reques
 // A body that cannot be read to its end is a read error, whatever it holds: the
 // reader's error, or io.ErrUnexpectedEOF when it is shorter than it said.
 func TestReadRequestReadErrors(t *testing.T) {
-	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":x}`)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hé 東京 😀 \ud83d\ude00 \n 12.5e3"}],"n":-1.5e+2,"stream":x}`)
 	boom := errors.New("boom")
 	for n := 0; n < len(body); n++ {
 		_, _, err := ReadRequest(Chat, iotest.TimeoutReader(io.MultiReader(bytes.NewReader(body[:n]), iotest.ErrReader(boom))), len(body), 64)

@@ -364,10 +364,6 @@ func (s *scanner) str() int {
 	i := start
 	shrink := 0 // bytes the escapes lose in decoding
 	for {
-		if i+8 > len(b) && s.src != nil {
-			s.fill(i + 8)
-			b = s.b
-		}
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
 			// The lowest marked lane is exact (see specialLanes; a byte above 0x7f
@@ -378,13 +374,20 @@ func (s *scanner) str() int {
 			}
 			i += 8
 		}
-		if i+4 > len(b) && s.src != nil { // the longest look ahead below
-			s.fill(i + 4)
-			b = s.b
-		}
-		if i >= len(b) {
-			s.unexpectedEnd()
-			return 0
+		if i+8 > len(b) { // near the end of what has arrived: read on, if there is more
+			if s.src != nil {
+				s.fill(i + 8)
+				if b = s.b; i+8 <= len(b) {
+					continue
+				}
+			}
+			if s.failed() { // a read error
+				return 0
+			}
+			if i >= len(b) {
+				s.unexpectedEnd()
+				return 0
+			}
 		}
 		// The cases in the order of how often a conversation meets them.
 		switch c := b[i]; {
