@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -122,7 +122,7 @@ func (rn *run) startAttempt(n int, now time.Time) {
 		rn.s.journal.Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
 	a.dec.Protocol = rn.proto
-	body := rn.req.Body
+	body := clientBody(rn.req.Body)
 	if rn.wantUsage && p.usagePerChunk {
 		body, a.usage = rn.usageBody(), true
 	}
@@ -147,11 +147,15 @@ func (rn *run) startAttempt(n int, now time.Time) {
 }
 
 // upstreamRequest builds the engine request of attempt a.
-func (rn *run) upstreamRequest(a *attempt, body []byte) (*http.Request, error) {
-	req, err := http.NewRequest(http.MethodPost, a.url+rn.req.Endpoint.Path(), bytes.NewReader(body))
+func (rn *run) upstreamRequest(a *attempt, body engineBody) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, a.url+rn.req.Endpoint.Path(), body.reader())
 	if err != nil {
 		return nil, err
 	}
+	// As for a bytes.Reader: the length is known, and the body can be read again (only
+	// by net/http itself, never to resend: see hopHeaders).
+	req.ContentLength = int64(body.size())
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	for k, v := range rn.r.Header {
 		if !hopHeaders[k] {
 			req.Header[k] = v

@@ -12,7 +12,6 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
-	"github.com/tidwall/sjson"
 )
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -41,16 +40,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
-	body, ok := readBody(w, r, l.cfg)
+	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
 	if !ok {
 		return
 	}
-	req, perr := openai.ParseRequest(ep, body)
-	if perr != nil {
-		perr.RequestID = id
-		writeError(w, r, perr)
-		return
-	}
+	body := req.Body
 	k, _ := identity(r)
 	p := l.pools[req.Model]
 	if p == nil || !k.mayUse(req.Model) {
@@ -82,7 +76,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	rn := newRun(s, l.cfg, w, r, req, p, id, now)
-	rn.pinned = pinned
+	rn.members, rn.pinned = members, pinned
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
@@ -96,10 +90,13 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
-	if rn.trace = newRequestTrace(traceModeFor(l.cfg, k), l.cfg.Traces.MaxBytes, r, body, req.Stream, now); rn.trace != nil {
+	if rn.trace = newRequestTrace(traceModeFor(l.cfg, k), l.cfg.Traces.MaxBytes, r, body, members, req.Stream, now); rn.trace != nil {
 		rn.cw.rec = rn.trace.rec
 	}
 	p.onRequest(now)
+	// req.Prompt holds the prompt's first l.promptPrefix bytes, at least the pool's
+	// affinityBytes, unless a reload raised them since l was read: that request goes
+	// without affinity.
 	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	rn.promptTokens = estimateTokens(req)
 	// Delivered tokens are counted from the engine's own per-chunk usage where it can
@@ -139,20 +136,18 @@ func keepaliveFor(stream bool, d time.Duration) time.Duration {
 }
 
 // usageBody is the request body asking the engine for usage in every chunk (vLLM's and
-// SGLang's stream_options.continuous_usage_stats), built once per request. The client's
-// own include_usage is kept: the usage the client did not ask for is stripped again.
-func (rn *run) usageBody() []byte {
+// SGLang's stream_options.continuous_usage_stats), made once per request; the client's
+// bytes are not copied for it (withUsage). The usage the client did not ask for is
+// stripped again.
+func (rn *run) usageBody() engineBody {
 	if rn.usageBodyCache == nil {
-		b, err := sjson.SetBytes(rn.req.Body, "stream_options.include_usage", true)
-		if err == nil {
-			b, err = sjson.SetBytes(b, "stream_options.continuous_usage_stats", true)
-		}
+		b, err := withUsage(rn.req.Body, rn.members)
 		if err != nil {
-			b = rn.req.Body
+			b = clientBody(rn.req.Body)
 		}
-		rn.usageBodyCache = b
+		rn.usageBodyCache = &b
 	}
-	return rn.usageBodyCache
+	return *rn.usageBodyCache
 }
 
 // pinnedReplica finds the replica that holds the response a Responses request continues

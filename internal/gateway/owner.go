@@ -61,10 +61,12 @@ type run struct {
 	// keyed requests (Idempotency-Key) record the boundary synchronously and keep the
 	// response for replay.
 	keyed bool
+	// members are the request body's top-level members (openai.Parse), spans of its bytes.
+	members openai.Members
 	// wantUsage: ask engines that can (usagePerChunk) for usage in every chunk, to count
 	// delivered tokens; usageBodyCache is the request body that asks for it.
 	wantUsage      bool
-	usageBodyCache []byte
+	usageBodyCache *engineBody
 
 	// proto is the API's wire format; st what its final events need to know of the
 	// stream (the Responses API numbers its events). curSeq and heldSeq are the sequence
