@@ -55,8 +55,9 @@ const (
 	defaultScrapeEvery = 500 * time.Millisecond
 	defaultCancelWait  = 10 * time.Second
 
-	// maxRequestBody bounds a data request's body; engines refuse far less.
-	maxRequestBody = 32 << 20
+	// maxRequestBody bounds a data request's body: the gateway's default limit
+	// (32 MiB), and room for the stream_options the gateway may add to it.
+	maxRequestBody = 32<<20 + 64<<10
 	// maxWholeResponse bounds a non-stream response, which is held in full
 	// until the lease check before it is written.
 	maxWholeResponse = 64 << 20

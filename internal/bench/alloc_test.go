@@ -35,7 +35,7 @@ func TestNoAllocationPerEvent(t *testing.T) {
 	}
 	tr := newTransport(1)
 	defer tr.CloseIdleConnections()
-	r := &runner{opts: opts, endpoint: srv.URL + "/v1/chat/completions", body: opts.body(), header: opts.header(), client: &http.Client{Transport: tr}}
+	r := &runner{opts: opts, endpoint: srv.URL + "/v1/chat/completions", body: opts.Body(), header: opts.header(), client: &http.Client{Transport: tr}}
 	w := &worker{r: r, buf: make([]byte, readBufferSize), rec: recorder{errs: map[errorKey]int{}}}
 	w.rec.ttft, w.rec.gaps, w.rec.latency = make([]int64, 0, 1<<10), make([]int64, 0, 1<<20), make([]int64, 0, 1<<10)
 

@@ -67,6 +67,7 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.StringVar(&api, "api", "chat", "request shape: chat (/v1/chat/completions), completions (/v1/completions), messages (/v1/messages) or responses (/v1/responses)")
 	fs.StringVar(&opts.Model, "model", "sim-model", "model name sent in every request")
 	fs.StringVar(&opts.Prompt, "prompt", "Write a short story about a lighthouse keeper.", "prompt text (the user message, or the completion prompt)")
+	fs.Var(byteSize{&opts.PromptBytes}, "prompt-bytes", "send a conversation before the prompt, making each request body about `SIZE` bytes (never more): long turns of text and tool calls with their results, the same bytes on every run; 64KiB, 1MiB, 32MiB or a number of bytes (0: none)")
 	fs.IntVar(&opts.MaxTokens, "max-tokens", 128, "output tokens per request (max_tokens; max_output_tokens for responses)")
 	fs.IntVar(&opts.Concurrency, "concurrency", 8, "streams open at once")
 	fs.DurationVar(&opts.Duration, "duration", 0, "how long each run starts new requests (default 30s when --requests is not given)")
@@ -176,4 +177,35 @@ func serveReferenceProxy(ctx context.Context, opts Options, stdout io.Writer) er
 		return fmt.Errorf("bench: --reference-proxy: %w", err)
 	}
 	return ServeReferenceProxy(ctx, ln, u, stdout)
+}
+
+// byteSize is a flag holding a size in bytes, written as a number or with a KiB or MiB
+// suffix.
+type byteSize struct{ n *int }
+
+func (b byteSize) String() string {
+	if b.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*b.n)
+}
+
+func (b byteSize) Set(s string) error {
+	mult := 1
+	num := s
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || n > 1<<30/mult {
+		return fmt.Errorf("%q is not a size: give bytes, or a number with KiB or MiB", s)
+	}
+	*b.n = n * mult
+	return nil
 }

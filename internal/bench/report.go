@@ -28,6 +28,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 func (l Load) describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, model %s, max_tokens %d, concurrency %d, ", l.API, l.Model, l.MaxTokens, l.Concurrency)
+	if l.PromptBytes > 0 {
+		fmt.Fprintf(&b, "bodies of up to %d bytes, ", l.PromptBytes)
+	}
 	switch {
 	case l.Requests > 0 && l.DurationSeconds > 0:
 		fmt.Fprintf(&b, "%d requests or %s per run", l.Requests, fmtSeconds(l.DurationSeconds))

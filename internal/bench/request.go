@@ -74,6 +74,7 @@ type Options struct {
 	API            API           // request shape
 	Model          string        // model name in every request
 	Prompt         string        // the user message (chat, messages), prompt or input
+	PromptBytes    int           // with a conversation before Prompt, the body's size (0: none)
 	MaxTokens      int           // output tokens asked for
 	Concurrency    int           // streams open at once
 	Duration       time.Duration // no request starts after this long; 0 with Requests set: no limit
@@ -138,9 +139,33 @@ func endpoint(base string, api API) (string, error) {
 	return b + api.path(), nil
 }
 
-// body is the JSON of every request of a run. It is encoded once: all requests of a run
-// are the same, so that two targets get exactly the same load.
-func (o *Options) body() []byte {
+// Body is the JSON of every request of a run. It is encoded once: all requests of a run
+// are the same, so that two targets get exactly the same load. With PromptBytes, a
+// conversation comes before the prompt (history), and the body is about PromptBytes
+// long, never longer.
+func (o *Options) Body() []byte {
+	b := o.body("", nil, "")
+	if o.PromptBytes <= len(b) {
+		return b
+	}
+	budget := o.PromptBytes - len(b) - 1 // the comma after the conversation
+	if o.API == Completions {
+		long := longPrompt(budget)
+		for len(long) > 0 {
+			if b := o.body(long, nil, ""); len(b) <= o.PromptBytes {
+				return b
+			}
+			long = long[:len(long)*15/16]
+		}
+		return b
+	}
+	system, items := history(o.API, budget)
+	return o.body("", items, system)
+}
+
+// body encodes a request: the prompt after the conversation's text (completions), or
+// after its turns, with its system prompt (Messages).
+func (o *Options) body(long string, turns []json.RawMessage, system string) []byte {
 	type message struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -148,22 +173,24 @@ func (o *Options) body() []byte {
 	type streamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	}
+	last := mustJSON(message{Role: "user", Content: o.Prompt})
+	messages := append(turns[:len(turns):len(turns)], last)
 	var v any
 	switch o.API {
 	case Chat, Completions:
 		req := struct {
-			Model         string         `json:"model"`
-			Messages      []message      `json:"messages,omitempty"`
-			Prompt        string         `json:"prompt,omitempty"`
-			MaxTokens     int            `json:"max_tokens"`
-			Stream        bool           `json:"stream"`
-			StreamOptions *streamOptions `json:"stream_options,omitempty"`
-			IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+			Model         string            `json:"model"`
+			Messages      []json.RawMessage `json:"messages,omitempty"`
+			Prompt        string            `json:"prompt,omitempty"`
+			MaxTokens     int               `json:"max_tokens"`
+			Stream        bool              `json:"stream"`
+			StreamOptions *streamOptions    `json:"stream_options,omitempty"`
+			IgnoreEOS     bool              `json:"ignore_eos,omitempty"`
 		}{Model: o.Model, MaxTokens: o.MaxTokens, Stream: true, IgnoreEOS: o.IgnoreEOS}
 		if o.API == Chat {
-			req.Messages = []message{{Role: "user", Content: o.Prompt}}
+			req.Messages = messages
 		} else {
-			req.Prompt = o.Prompt
+			req.Prompt = long + o.Prompt
 		}
 		if o.StreamUsage {
 			req.StreamOptions = &streamOptions{IncludeUsage: true}
@@ -173,23 +200,27 @@ func (o *Options) body() []byte {
 		// The Messages request has no ignore_eos: an engine may end an answer before
 		// max_tokens, which the token count then shows.
 		v = struct {
-			Model     string    `json:"model"`
-			MaxTokens int       `json:"max_tokens"`
-			Messages  []message `json:"messages"`
-			Stream    bool      `json:"stream"`
-		}{o.Model, o.MaxTokens, []message{{Role: "user", Content: o.Prompt}}, true}
+			Model     string            `json:"model"`
+			MaxTokens int               `json:"max_tokens"`
+			System    string            `json:"system,omitempty"`
+			Messages  []json.RawMessage `json:"messages"`
+			Stream    bool              `json:"stream"`
+		}{o.Model, o.MaxTokens, system, messages, true}
 	case Responses:
 		// store:false so that a load test does not fill a server's response store.
+		var input any = o.Prompt
+		if len(turns) > 0 {
+			input = messages
+		}
 		v = struct {
 			Model           string `json:"model"`
-			Input           string `json:"input"`
+			Input           any    `json:"input"`
 			MaxOutputTokens int    `json:"max_output_tokens"`
 			Stream          bool   `json:"stream"`
 			Store           bool   `json:"store"`
-		}{o.Model, o.Prompt, o.MaxTokens, true, false}
+		}{o.Model, input, o.MaxTokens, true, false}
 	}
-	b, _ := json.Marshal(v) // strings and ints always encode
-	return b
+	return mustJSON(v)
 }
 
 // header is the header of every request of a run: what the API needs, then the

@@ -35,6 +35,7 @@ type Load struct {
 	API             string  `json:"api"`
 	Model           string  `json:"model"`
 	Prompt          string  `json:"prompt"`
+	PromptBytes     int     `json:"prompt_bytes,omitempty"`
 	MaxTokens       int     `json:"max_tokens"`
 	Concurrency     int     `json:"concurrency"`
 	Requests        int     `json:"requests,omitempty"`
@@ -65,7 +66,7 @@ func runAll(ctx context.Context, opts Options, prog *progress) (*Report, error) 
 		return nil, err
 	}
 	rep := &Report{Started: time.Now(), Load: Load{
-		API: opts.API.String(), Model: opts.Model, Prompt: opts.Prompt, MaxTokens: opts.MaxTokens,
+		API: opts.API.String(), Model: opts.Model, Prompt: opts.Prompt, PromptBytes: opts.PromptBytes, MaxTokens: opts.MaxTokens,
 		Concurrency: opts.Concurrency, Requests: opts.Requests, DurationSeconds: opts.Duration.Seconds(),
 		Warmup: opts.Warmup, Rounds: opts.Rounds, IgnoreEOS: opts.IgnoreEOS, StreamUsage: opts.StreamUsage,
 	}}
@@ -180,7 +181,7 @@ func runTarget(ctx context.Context, opts *Options, base string, pid int, label s
 	tr := newTransport(opts.Concurrency)
 	defer tr.CloseIdleConnections()
 	r := &runner{
-		opts: opts, endpoint: ep, body: opts.body(), header: opts.header(),
+		opts: opts, endpoint: ep, body: opts.Body(), header: opts.header(),
 		client: &http.Client{
 			Transport: tr,
 			// A redirect is an answer to report: following it would resend the POST

@@ -324,7 +324,8 @@ type Server struct {
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
 	// BodyReadTimeout bounds reading a request's body, from the end of its headers: a body
-	// that trickles in slower is cut and answered 408. Default 60s (4 MiB at 70 KB/s).
+	// that trickles in slower is cut and answered 408. Default 60s (a body of the default
+	// largest size, 32 MiB, must come at 560 KB/s).
 	BodyReadTimeout Duration `yaml:"body_read_timeout"`
 	// IdleTimeout closes a kept-alive connection that sends no new request for this long.
 	// Default 2m.
@@ -339,7 +340,8 @@ type Server struct {
 
 // Limits bounds client input and, per API key, what a key may use.
 type Limits struct {
-	// MaxBodyBytes is the largest accepted request body. Default 4 MiB.
+	// MaxBodyBytes is the largest accepted request body. Default 32 MiB, Anthropic's
+	// limit: long agent conversations reach several MiB of JSON.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// Backend is where the per-key counters live: "local" (the default: each gateway
 	// counts on its own) or "redis://HOST:PORT/DB" (every gateway sharing that Redis

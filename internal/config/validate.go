@@ -26,7 +26,7 @@ const (
 	DefaultDeadCooldown      = 10 * time.Second
 	DefaultEjectAfter        = 5
 	DefaultDialTimeout       = 2 * time.Second
-	DefaultMaxBodyBytes      = 4 << 20
+	DefaultMaxBodyBytes      = 32 << 20
 	DefaultBudgetRatio       = 0.2
 	DefaultBudgetPerSecond   = 3.0
 	DefaultBudgetBurst       = 10.0

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store/pgtest"
 )
 
@@ -100,4 +103,64 @@ func BenchmarkAgent(b *testing.B) {
 		b.Run(fmt.Sprintf("gateway-direct/tokens=%d", tokens), func(b *testing.B) { benchStream(b, direct.srv.URL, tokens) })
 		b.Run(fmt.Sprintf("gateway-fenced/tokens=%d", tokens), func(b *testing.B) { benchStream(b, f.srv.URL, tokens) })
 	}
+}
+
+// BenchmarkIntake measures a request's cost through the gateway against the engine
+// directly, with conversation-shaped chat bodies (fencegate bench --prompt-bytes): long
+// turns of text, tool calls and their results. B/op counts the allocations of every
+// party in the process (client, engine, gateway): the gateway's own per request are the
+// difference between a size's two rows. The time to first token (ttft-ms) of one row
+// is disturbed by the garbage the engine leaves (it decodes the body with
+// encoding/json); scripts/perf-intake measures it with each party in a process of its
+// own.
+func BenchmarkIntake(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 4 << 20, 32 << 20} {
+		o := bench.Options{API: bench.Chat, Model: "sim-model", Prompt: "Go on.", MaxTokens: 8, PromptBytes: size, StreamUsage: true, IgnoreEOS: true}
+		body := o.Body()
+		for _, target := range []string{"direct", "gateway"} {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, target), func(b *testing.B) {
+				e := newEnv(b, envOptions{replicas: 1, sim: func(_ int, c *sim.Config) { c.MaxModelLen = 100_000_000 }})
+				url := e.srv.URL
+				if target == "direct" {
+					url = e.sims[0].URL()
+				}
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+				var ttft []time.Duration
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					ttft = append(ttft, firstToken(b, client, url, body))
+				}
+				slices.Sort(ttft)
+				b.ReportMetric(float64(ttft[len(ttft)/2].Microseconds())/1000, "ttft-ms")
+			})
+		}
+	}
+}
+
+// firstToken streams body to url and returns the time to its first token.
+func firstToken(b *testing.B, client *http.Client, url string, body []byte) time.Duration {
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	var ttft time.Duration
+	for {
+		line, err := r.ReadSlice('\n')
+		if ttft == 0 && bytes.Contains(line, []byte(`"content":"`)) {
+			ttft = time.Since(start)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if ttft == 0 {
+		b.Fatalf("%s: no token (status %d)", url, resp.StatusCode)
+	}
+	return ttft
 }

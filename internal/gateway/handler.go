@@ -38,16 +38,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
-	body, ok := readBody(w, r, l.cfg)
+	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
 	if !ok {
 		return
 	}
-	req, perr := openai.ParseRequest(ep, body)
-	if perr != nil {
-		perr.RequestID = id
-		writeError(w, r, perr)
-		return
-	}
+	body := req.Body
 	k, _ := identity(r)
 	p := l.pools[req.Model]
 	if p == nil || !k.mayUse(req.Model) {
@@ -78,7 +73,8 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		refuseDraining(w, r, id)
 		return
 	}
-	params := request.Params{ID: id, Config: l.cfg, W: w, R: r, Req: req, Start: now, Pinned: pinned, Traces: traceModeFor(l.cfg, k)}
+	params := request.Params{ID: id, Config: l.cfg, W: w, R: r, Req: req, Members: members, Start: now, Pinned: pinned,
+		Traces: traceModeFor(l.cfg, k)}
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
@@ -92,6 +88,9 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		s.journal.Submit(store.CreateRequest{Request: row})
 	}
 	p.onRequest(now)
+	// req.Prompt holds the prompt's first l.promptPrefix bytes, at least the pool's
+	// affinityBytes, unless a reload raised them since l was read: that request goes
+	// without affinity.
 	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
 	rn := request.New(s.services, p.requests, params)
 	if !s.register(rn) {

@@ -68,7 +68,8 @@ func TestHostileRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		g := startTenantGWNoCleanup(t, []*sim.Server{s}, nil)
+		// A limit below the default, so that bodies over it stay small.
+		g := startTenantGWNoCleanup(t, []*sim.Server{s}, func(c *config.Config) { c.Limits.MaxBodyBytes = 4 << 20 })
 		defer g.close()
 		addr := strings.TrimPrefix(g.url, "http://")
 		tr := &http.Transport{}

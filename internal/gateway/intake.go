@@ -28,33 +28,65 @@ func jsonContentType(r *http.Request) bool {
 	return err == nil && (mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")))
 }
 
-// readBody reads a request body of at most cfg.Limits.MaxBodyBytes within
-// cfg.Server.BodyReadTimeout. It answers the request itself and returns false when the
-// body is too large (413), too slow (408) or unreadable (400).
+// readRequest reads a request body of at most cfg.Limits.MaxBodyBytes within
+// cfg.Server.BodyReadTimeout and parses it for ep (openai.Parse, keeping promptPrefix
+// bytes of the prompt). It answers the request itself and returns false when the body
+// is not JSON by its type (415), too large (413), too slow (408), unreadable (400) or
+// refused by the parser (400).
+//
+// A body whose length the client declared is parsed while it arrives
+// (openai.ReadRequest), into one buffer of that length: parsing overlaps the transfer,
+// and the body is the only copy of itself a request keeps (a body read by doubling a
+// buffer allocates twice its size and copies it). One declared longer than the limit
+// is refused unread, and its connection closed after the answer.
 //
 // The read deadline is set on the connection for the body only and cleared once the body
 // is in (a body that failed leaves it: its connection is closed after the answer): net/http keeps reading a connection in the background while a handler runs, to
 // notice a client that leaves, and a deadline left on it would end a long stream as if its
 // client had gone.
-func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byte, bool) {
+func readRequest(w http.ResponseWriter, r *http.Request, cfg *config.Config, ep openai.Endpoint, promptPrefix int) (*openai.Request, openai.Members, bool) {
 	id := requestID(r)
 	if !jsonContentType(r) {
 		writeError(w, r, &openai.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
 			Message:   fmt.Sprintf("Content-Type %q is not supported: send the body as JSON with 'Content-Type: application/json'.", r.Header.Get("Content-Type")),
 			RequestID: id})
-		return nil, false
+		return nil, nil, false
 	}
 	rc := http.NewResponseController(w)
 	timeout := cfg.Server.BodyReadTimeout.D()
 	// Not every connection supports deadlines (an HTTP/2 stream under some test servers):
 	// the body is then read without one.
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.Limits.MaxBodyBytes))
-	if err == nil {
+	limit := cfg.Limits.MaxBodyBytes
+	var req *openai.Request
+	var members openai.Members
+	var err error
+	switch {
+	case r.ContentLength > limit:
+		w.Header().Set("Connection", "close")
+		err = &http.MaxBytesError{Limit: limit}
+	case r.ContentLength > 0:
+		req, members, err = openai.ReadRequest(ep, http.MaxBytesReader(w, r.Body, limit), int(r.ContentLength), promptPrefix)
+	default:
+		var body []byte
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err == nil {
+			var perr *openai.Error
+			if req, members, perr = openai.Parse(ep, body, promptPrefix); perr != nil {
+				err = perr
+			}
+		}
+	}
+	var refused *openai.Error
+	if err == nil || errors.As(err, &refused) {
 		if deadlineSet {
 			rc.SetReadDeadline(time.Time{})
 		}
-		return body, true
+		if refused != nil {
+			refused.RequestID = id
+			writeError(w, r, refused)
+			return nil, nil, false
+		}
+		return req, members, true
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -70,7 +102,7 @@ func readBody(w http.ResponseWriter, r *http.Request, cfg *config.Config) ([]byt
 		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "body_read_failed",
 			Message: "could not read the request body: " + err.Error(), RequestID: id})
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // modelNotFound answers as OpenAI does for a model that does not exist; a key limited to

@@ -16,6 +16,9 @@ type live struct {
 	pools  map[string]*pool
 	models []string          // sorted
 	keys   map[string]apiKey // bearer key digest → identity
+	// promptPrefix is how much of a prompt's text requests keep (openai.Parse): as much as
+	// the pool that wants most for its prefix affinity.
+	promptPrefix int
 }
 
 func (s *Server) current() *live { return s.live.Load() }
@@ -64,6 +67,7 @@ func (s *Server) build(cfg *config.Config, prev *live) (*live, error) {
 		}
 		plans = append(plans, plan{p, m, specs, fresh})
 		l.pools[m.Name] = p
+		l.promptPrefix = max(l.promptPrefix, m.Affinity.PrefixBytes)
 		l.models = append(l.models, m.Name)
 	}
 	sort.Strings(l.models)

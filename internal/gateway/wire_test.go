@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/config"
 )
 
 func post(t *testing.T, url, body string, headers ...string) *http.Response {
@@ -104,7 +106,7 @@ func TestWireInterruptionEvent(t *testing.T) {
 
 // Bad input gets the right status, an OpenAI-shaped error and an X-Request-Id.
 func TestBadInput(t *testing.T) {
-	e := newEnv(t, envOptions{config: nil})
+	e := newEnv(t, envOptions{config: func(c *config.Config) { c.Limits.MaxBodyBytes = 4 << 20 }})
 	big := `{"model":"sim-model","messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`
 	cases := []struct {
 		name, method, path, body string

@@ -44,9 +44,9 @@ func (t EngineTools) Idempotent(servers []string) bool {
 // a string type; an mcp tool with a string server_label, as OpenAI requires) and finds the
 // ones an engine runs. The gateway must know who runs each tool, so a tools member it
 // cannot read is refused rather than forwarded.
-func parseResponsesTools(fields map[string]json.RawMessage) (EngineTools, *Error) {
+func parseResponsesTools(fields Members) (EngineTools, *Error) {
 	var et EngineTools
-	raw, ok := present(fields, "tools")
+	raw, ok := fields.present("tools")
 	if !ok {
 		return et, nil
 	}
@@ -57,11 +57,13 @@ func parseResponsesTools(fields map[string]json.RawMessage) (EngineTools, *Error
 	et.onlyMCP = true
 	for i, it := range items {
 		param := fmt.Sprintf("tools[%d]", i)
-		var tool map[string]json.RawMessage
-		if kindOf(it) != "an object" || json.Unmarshal(it, &tool) != nil {
+		if kindOf(it) != "an object" {
 			return et, typeError(param, "an object", it)
 		}
-		typRaw, ok := present(tool, "type")
+		// The body was validated whole already; a tool definition is small, so its members
+		// are listed rather than scanned for the few that matter.
+		tool := objectMembers(it)
+		typRaw, ok := tool.present("type")
 		if !ok {
 			return et, invalid(param+".type", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.type'.", param))
 		}
@@ -69,7 +71,7 @@ func parseResponsesTools(fields map[string]json.RawMessage) (EngineTools, *Error
 		if json.Unmarshal(typRaw, &typ) != nil {
 			return et, typeError(param+".type", "a string", typRaw)
 		}
-		if env, ok := present(tool, "environment"); ok {
+		if env, ok := tool.present("environment"); ok {
 			var e struct {
 				Type string `json:"type"`
 			}
@@ -78,7 +80,7 @@ func parseResponsesTools(fields map[string]json.RawMessage) (EngineTools, *Error
 			}
 			environment = e.Type
 		}
-		if ex, ok := present(tool, "execution"); ok && json.Unmarshal(ex, &execution) != nil {
+		if ex, ok := tool.present("execution"); ok && json.Unmarshal(ex, &execution) != nil {
 			return et, typeError(param+".execution", "a string", ex)
 		}
 		if !enginetool.EngineRun(typ, environment, execution) {
@@ -91,7 +93,7 @@ func parseResponsesTools(fields map[string]json.RawMessage) (EngineTools, *Error
 			et.onlyMCP = false
 			continue
 		}
-		raw, ok := present(tool, "server_label")
+		raw, ok := tool.present("server_label")
 		if !ok {
 			return et, invalid(param+".server_label", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.server_label'.", param))
 		}

@@ -3,8 +3,6 @@ package openai
 import (
 	"fmt"
 	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
 // MaxDepth bounds how deeply a request body may nest arrays and objects. Real requests
@@ -13,39 +11,30 @@ import (
 // them only to fail there, or make them spend a stack on it.
 const MaxDepth = 128
 
-// checkBody refuses, before decoding, what a JSON decoder would accept but no engine should
-// get: bytes that are not UTF-8 (Go's decoder would replace them silently, Python's refuses
-// them), nesting deeper than MaxDepth, and a key given twice at the top level, where the
+// checkBody reports why the scan refused a body (f is its first fault). The gateway
+// refuses what a JSON decoder would accept but no engine should get: bytes that are not
+// UTF-8 (Go's decoder would replace them silently, Python's refuses them) and nesting
+// deeper than MaxDepth; and, after the scan, a key given twice at the top level, where the
 // gateway reads model, stream and the token limits: parsers disagree on which of two
 // values wins, and the gateway must route and limit by the value the engine will use.
-func checkBody(body []byte) *Error {
-	if !utf8.Valid(body) {
+//
+// The checks keep a fixed order whatever the scan met first: bytes that are not UTF-8
+// anywhere, then nesting anywhere, then the first syntax error. Only a refused body pays
+// for looking at all of it again.
+func checkBody(body []byte, f fault) *Error {
+	if !utf8.Valid(body) || f.kind == faultUTF8 {
 		return invalid("", "invalid_json", "We could not parse the JSON body of your request: it is not valid UTF-8.")
 	}
-	if depth(body) > MaxDepth {
+	if f.kind == faultDepth || depth(body) > MaxDepth {
 		return invalid("", "invalid_json",
 			fmt.Sprintf("We could not parse the JSON body of your request: it nests arrays and objects deeper than %d levels.", MaxDepth))
 	}
-	return nil
+	return invalid("", "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: %s.", f.message()))
 }
 
-// checkTopLevelKeys refuses an object that names a member twice; body is a valid object.
-func checkTopLevelKeys(body []byte) *Error {
-	seen := make(map[string]struct{}, 16)
-	var dup string
-	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
-		name := k.String()
-		if _, ok := seen[name]; ok {
-			dup = name
-			return false
-		}
-		seen[name] = struct{}{}
-		return true
-	})
-	if dup != "" {
-		return invalid(dup, "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: the key '%s' appears twice.", dup))
-	}
-	return nil
+// duplicateKey refuses an object that names a member twice.
+func duplicateKey(name string) *Error {
+	return invalid(name, "invalid_json", fmt.Sprintf("We could not parse the JSON body of your request: the key '%s' appears twice.", name))
 }
 
 // depth is the deepest nesting of arrays and objects in a JSON text, outside strings.

@@ -2,13 +2,11 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // Endpoint is the OpenAI API a request was sent to.
@@ -87,12 +85,17 @@ type Request struct {
 	// code_interpreter, web_search_preview, ...): such a request may have acted once its body
 	// may have reached an engine (docs/design.md §5).
 	EngineTools EngineTools
-	// Prompt is the input as text, for prefix affinity and cost estimates.
-	// Completions: the prompt string, or the strings of an array joined with
-	// '\n' (empty for a prompt given as token ids). Chat: one "role: content\n"
-	// line per message, content being the string or the text parts of a
-	// content array joined with '\n'.
+	// Prompt is the start of the input as text, for prefix affinity: its first bytes,
+	// as many as Parse was asked to keep. The text is, for completions, the prompt
+	// string, or the strings of an array joined with '\n' (empty for a prompt given as
+	// token ids); for chat, one "role: content\n" line per message, content being the
+	// string or the text parts of a content array joined with '\n'; for Messages and
+	// Responses the same, after a "system: …\n" line for the system prompt or the
+	// instructions.
 	Prompt string
+	// PromptOmitted is how many bytes of that text Prompt leaves out: the whole text is
+	// len(Prompt)+PromptOmitted bytes long, which the cost estimate uses.
+	PromptOmitted int
 	// Body is the original body (not a copy), forwarded to the engine as is.
 	Body []byte
 }
@@ -105,30 +108,102 @@ const (
 	MaxChoices = 1024
 )
 
-// ParseRequest validates a client's request body for ep and extracts what
-// the gateway needs. Errors have Status 400, type invalid_request_error, a
-// message in OpenAI's style and Param naming the field at fault
-// ("messages[2].role"). Checks run in a fixed order, so a body with several
-// problems always reports the same one.
+// DefaultPromptPrefix is how much of the prompt's text ParseRequest keeps in
+// Request.Prompt.
+const DefaultPromptPrefix = 64 << 10
+
+// ParseRequest is Parse keeping DefaultPromptPrefix bytes of the prompt.
 func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
-	fields, e := parseObject(body)
-	if e != nil {
-		return nil, e
+	r, _, e := Parse(ep, body, DefaultPromptPrefix)
+	return r, e
+}
+
+// Parse validates a client's request body for ep and extracts what the gateway
+// needs: the Request, whose Prompt keeps the first promptPrefix bytes of the
+// prompt's text, and the body's top-level members. Errors have Status 400, type
+// invalid_request_error, a message in OpenAI's style and Param naming the field at
+// fault ("messages[2].role"). Checks run in a fixed order, so a body with several
+// problems always reports the same one: first that the body is JSON as the gateway
+// accepts it (checkBody), an object, with no key given twice; then the fields.
+//
+// The body is read once, front to back, and nothing of it is copied but the prompt's
+// first bytes and the small fields (model, previous_response_id): the cost of a
+// request grows with its body as little as the one pass allows (docs/design.md §9).
+func Parse(ep Endpoint, body []byte, promptPrefix int) (*Request, Members, *Error) {
+	return parse(&intake{s: scanner{b: body}, ep: ep}, promptPrefix)
+}
+
+// ReadRequest is Parse for a body of size bytes still to be read from r. The body is
+// read into one buffer of its size as it is parsed, so that parsing goes on while the
+// rest of the body arrives, and it is read to its end even when it is refused early:
+// the checks keep their order. A read error (r's, or io.ErrUnexpectedEOF for a body
+// shorter than size) is returned as it is; a refused request as an *Error.
+func ReadRequest(ep Endpoint, r io.Reader, size, promptPrefix int) (*Request, Members, error) {
+	src := &source{r: r, buf: make([]byte, size)}
+	req, members, e := parse(&intake{s: scanner{b: src.buf[:0], src: src}, ep: ep}, promptPrefix)
+	switch {
+	case src.err != nil:
+		return nil, nil, src.err
+	case e != nil:
+		return nil, nil, e
 	}
+	return req, members, nil
+}
+
+// parse scans the body of in and checks the request.
+func parse(in *intake, promptPrefix int) (*Request, Members, *Error) {
+	ep := in.ep
+	in.system.limit, in.turns.limit = max(promptPrefix, 0), max(promptPrefix, 0)
+	in.scan()
+	if in.s.failed() {
+		// The whole body decides which fault is reported.
+		if in.s.src != nil {
+			in.s.fill(len(in.s.src.buf))
+		}
+		body := in.s.b
+		switch {
+		case in.s.fail.kind == faultRead:
+			return nil, nil, nil // the caller reports the read error
+		case len(bytes.TrimSpace(body)) == 0:
+			return nil, nil, invalid("", "invalid_json", "The request body is empty; expected a JSON object.")
+		}
+		return nil, nil, checkBody(body, in.s.fail)
+	}
+	body := in.s.b
+	switch {
+	case !in.object:
+		return nil, nil, invalid("", "invalid_type",
+			fmt.Sprintf("The request body must be a JSON object, but got %s instead.", kindOf(body)))
+	case in.names.found:
+		return nil, nil, duplicateKey(in.names.dup)
+	}
+	var r *Request
+	var e *Error
 	switch ep {
-	case Messages:
-		return parseMessages(fields, body)
-	case Responses:
-		return parseResponses(fields, body)
-	case Embeddings:
-		return parseEmbeddings(fields, body)
 	case Chat, Completions:
+		r, e = in.completion(body)
+	case Messages:
+		r, e = in.anthropic(body)
+	case Responses:
+		r, e = in.responses(body)
+	case Embeddings:
+		r, e = in.embeddings(body)
 	default:
-		return nil, &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
+		return nil, nil, &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
 			Message: fmt.Sprintf("request parsing called for unknown %v", ep)}
 	}
-	r := &Request{Endpoint: ep, Body: body}
+	if e != nil {
+		return nil, nil, e
+	}
+	r.Prompt, r.PromptOmitted = render(promptPrefix, &in.system, &in.turns)
+	return r, in.members, nil
+}
 
+// completion checks a chat or text completion request.
+func (in *intake) completion(body []byte) (*Request, *Error) {
+	ep, fields := in.ep, in.members
+	r := &Request{Endpoint: ep, Body: body}
+	var e *Error
 	if r.Model, e = parseModel(fields); e != nil {
 		return nil, e
 	}
@@ -136,22 +211,20 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 	prompts := 1
 	switch ep {
 	case Chat:
-		if r.Prompt, e = renderMessages(fields["messages"]); e != nil {
+		if e = in.checkMessages(); e != nil {
 			return nil, e
 		}
 	case Completions:
-		if r.Prompt, prompts, e = renderPrompt(fields["prompt"]); e != nil {
+		if prompts, e = in.checkPrompts("prompt"); e != nil {
 			return nil, e
 		}
 	}
 
-	if raw, ok := present(fields, "stream"); ok {
-		if err := json.Unmarshal(raw, &r.Stream); err != nil {
-			return nil, typeError("stream", "a boolean", raw)
-		}
+	if r.Stream, e = parseBool(fields, "stream"); e != nil {
+		return nil, e
 	}
 	r.N = 1
-	if raw, ok := present(fields, "n"); ok {
+	if raw, ok := fields.present("n"); ok {
 		n, isInt := integer(raw)
 		switch {
 		case !isInt:
@@ -171,86 +244,143 @@ func ParseRequest(ep Endpoint, body []byte) (*Request, *Error) {
 			fmt.Sprintf("Invalid 'n': %d choices for each of %d prompts is %d choices, more than the limit of %d.", r.N, prompts, r.Choices, MaxChoices))
 	}
 	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
-		raw, ok := present(fields, name)
-		if !ok {
-			continue
+		n, e := parsePositive(fields, name)
+		if e != nil {
+			return nil, e
 		}
-		n, isInt := integer(raw)
-		if !isInt {
-			return nil, typeError(name, "an integer", raw)
-		}
-		if n < 1 {
-			return nil, invalid(name, "invalid_value",
-				fmt.Sprintf("Invalid '%s': expected a positive integer, but got %d instead.", name, n))
-		}
-		if n > math.MaxInt32 {
-			return nil, invalid(name, "invalid_value",
-				fmt.Sprintf("Invalid '%s': %d is too large.", name, n))
-		}
-		r.MaxTokens = int(n) // max_completion_tokens comes second and wins
-	}
-	if raw, ok := present(fields, "temperature"); ok {
-		var t float64
-		if kindOf(raw) != "a number" || json.Unmarshal(raw, &t) != nil {
-			return nil, typeError("temperature", "a number", raw)
-		}
-		if t < 0 || t > 2 {
-			return nil, invalid("temperature", "invalid_value",
-				fmt.Sprintf("Invalid 'temperature': expected a number between 0 and 2, but got %s instead.", bytes.TrimSpace(raw)))
+		if n > 0 {
+			r.MaxTokens = n // max_completion_tokens comes second and wins
 		}
 	}
-	if raw, ok := present(fields, "stream_options"); ok {
+	if e = parseTemperature(fields, 2); e != nil {
+		return nil, e
+	}
+	if raw, ok := fields.present("stream_options"); ok {
 		if !r.Stream {
 			return nil, invalid("stream_options", "invalid_value",
 				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
-		var opts map[string]json.RawMessage
-		if kindOf(raw) != "an object" || json.Unmarshal(raw, &opts) != nil {
+		if raw[0] != '{' {
 			return nil, typeError("stream_options", "an object", raw)
 		}
-		if raw, ok := present(opts, "include_usage"); ok {
-			if err := json.Unmarshal(raw, &r.IncludeUsage); err != nil {
-				return nil, typeError("stream_options.include_usage", "a boolean", raw)
-			}
+		opts := objectMembers(raw)
+		if r.IncludeUsage, e = parseBoolAs(opts, "include_usage", "stream_options.include_usage"); e != nil {
+			return nil, e
 		}
-		if raw, ok := present(opts, "continuous_usage_stats"); ok {
-			if err := json.Unmarshal(raw, &r.ContinuousUsage); err != nil {
-				return nil, typeError("stream_options.continuous_usage_stats", "a boolean", raw)
-			}
+		if r.ContinuousUsage, e = parseBoolAs(opts, "continuous_usage_stats", "stream_options.continuous_usage_stats"); e != nil {
+			return nil, e
 		}
 	}
 	return r, nil
 }
 
+// checkMessages reports what is wrong with a chat request's messages.
+func (in *intake) checkMessages() *Error {
+	raw, ok := in.members.present("messages")
+	switch {
+	case !ok:
+		return invalid("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
+	case raw[0] != '[':
+		return typeError("messages", "an array", raw)
+	case in.list.count == 0:
+		return invalid("messages", "empty_array",
+			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
+	return in.list.err
+}
+
+// checkPrompts checks a completions prompt or an embeddings input (name): a string,
+// an array of strings, an array of token ids or an array of such arrays. It returns
+// the number of prompts: each string of an array, and each token-id array of an
+// array of arrays, is a prompt of its own with its own choices.
+func (in *intake) checkPrompts(name string) (int, *Error) {
+	raw, ok := in.members.present(name)
+	if !ok {
+		return 0, invalid(name, "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s'.", name))
+	}
+	const want = "a string, an array of strings, or an array of token ids"
+	switch {
+	case raw[0] == '"':
+		return 1, nil
+	case raw[0] != '[':
+		return 0, typeError(name, want, raw)
+	case in.list.count == 0:
+		return 0, invalid(name, "empty_array",
+			fmt.Sprintf("Invalid '%s': empty array. Expected a non-empty prompt, but got an empty array instead.", name))
+	case in.list.strs:
+		return in.list.count, nil
+	case in.list.ints:
+		return 1, nil
+	case in.list.batches:
+		return in.list.count, nil
+	}
+	return 0, typeError(name, want, raw)
+}
+
+// objectMembers lists the members of an object the scanner accepted (a small one:
+// stream_options), keeping the last of a key given twice, as a map decoding does.
+func objectMembers(raw []byte) Members {
+	s := scanner{b: raw}
+	var ms Members
+	s.open()
+	for s.nextMember(s.i == 1) {
+		name := keyString(s.key, s.keyLen)
+		from := s.value()
+		v := raw[from:s.i]
+		if i := ms.index(name); i >= 0 {
+			ms[i].Value = v
+			continue
+		}
+		ms = append(ms, Member{Name: name, Value: v})
+	}
+	return ms
+}
+
 // parseModel reads the required "model".
-func parseModel(fields map[string]json.RawMessage) (string, *Error) {
-	model, ok := fields["model"]
-	if !ok || isNull(model) || string(bytes.TrimSpace(model)) == `""` {
+func parseModel(fields Members) (string, *Error) {
+	model, ok := fields.Get("model")
+	if !ok || isNull(model) || string(model) == `""` {
 		return "", invalid("model", "missing_required_parameter", "you must provide a model parameter")
 	}
-	var m string
-	if err := json.Unmarshal(model, &m); err != nil {
+	if model[0] != '"' {
 		return "", typeError("model", "a string", model)
 	}
-	return m, nil
+	return unquote(model), nil
 }
 
 // parseBool reads an optional boolean member.
-func parseBool(fields map[string]json.RawMessage, name string) (bool, *Error) {
-	raw, ok := present(fields, name)
+func parseBool(fields Members, name string) (bool, *Error) { return parseBoolAs(fields, name, name) }
+
+// parseBoolAs reads an optional boolean member, named param in an error.
+func parseBoolAs(fields Members, name, param string) (bool, *Error) {
+	raw, ok := fields.present(name)
 	if !ok {
 		return false, nil
 	}
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, typeError(name, "a boolean", raw)
+	switch string(raw) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
 	}
-	return b, nil
+	return false, typeError(param, "a boolean", raw)
+}
+
+// parseString reads an optional string member; ok is false when it is not a string.
+func parseString(fields Members, name string) (s string, present, ok bool) {
+	raw, present := fields.present(name)
+	if !present {
+		return "", false, true
+	}
+	if raw[0] != '"' {
+		return "", true, false
+	}
+	return unquote(raw), true, true
 }
 
 // parsePositive reads an optional positive integer member (0 when absent).
-func parsePositive(fields map[string]json.RawMessage, name string) (int, *Error) {
-	raw, ok := present(fields, name)
+func parsePositive(fields Members, name string) (int, *Error) {
+	raw, ok := fields.present(name)
 	if !ok {
 		return 0, nil
 	}
@@ -268,162 +398,27 @@ func parsePositive(fields map[string]json.RawMessage, name string) (int, *Error)
 }
 
 // parseTemperature checks an optional temperature between 0 and hi.
-func parseTemperature(fields map[string]json.RawMessage, hi float64) *Error {
-	raw, ok := present(fields, "temperature")
+func parseTemperature(fields Members, hi float64) *Error {
+	raw, ok := fields.present("temperature")
 	if !ok {
 		return nil
 	}
-	var t float64
-	if kindOf(raw) != "a number" || json.Unmarshal(raw, &t) != nil {
+	if kindOf(raw) != "a number" {
+		return typeError("temperature", "a number", raw)
+	}
+	t, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
 		return typeError("temperature", "a number", raw)
 	}
 	if t < 0 || t > hi {
 		return invalid("temperature", "invalid_value",
-			fmt.Sprintf("Invalid 'temperature': expected a number between 0 and %g, but got %s instead.", hi, bytes.TrimSpace(raw)))
+			fmt.Sprintf("Invalid 'temperature': expected a number between 0 and %g, but got %s instead.", hi, raw))
 	}
 	return nil
 }
 
-// parseObject decodes the top level of the body, telling malformed JSON
-// apart from JSON that is not an object.
-func parseObject(body []byte) (map[string]json.RawMessage, *Error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, invalid("", "invalid_json", "The request body is empty; expected a JSON object.")
-	}
-	if e := checkBody(body); e != nil {
-		return nil, e
-	}
-	var fields map[string]json.RawMessage
-	err := json.Unmarshal(body, &fields)
-	var syntax *json.SyntaxError
-	switch {
-	case errors.As(err, &syntax) || (err != nil && !json.Valid(body)):
-		return nil, invalid("", "invalid_json",
-			fmt.Sprintf("We could not parse the JSON body of your request: %v.", err))
-	case err != nil || fields == nil:
-		return nil, invalid("", "invalid_type",
-			fmt.Sprintf("The request body must be a JSON object, but got %s instead.", kindOf(body)))
-	}
-	if e := checkTopLevelKeys(body); e != nil {
-		return nil, e
-	}
-	return fields, nil
-}
-
-// renderMessages validates chat messages and renders them as the Prompt.
-func renderMessages(raw json.RawMessage) (string, *Error) {
-	if raw == nil || isNull(raw) {
-		return "", invalid("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
-	}
-	var messages []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &messages) != nil {
-		return "", typeError("messages", "an array", raw)
-	}
-	if len(messages) == 0 {
-		return "", invalid("messages", "empty_array",
-			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
-	}
-	var b strings.Builder
-	for i, m := range messages {
-		param := fmt.Sprintf("messages[%d]", i)
-		var msg map[string]json.RawMessage
-		if kindOf(m) != "an object" || json.Unmarshal(m, &msg) != nil {
-			return "", typeError(param, "an object", m)
-		}
-		role, ok := present(msg, "role")
-		if !ok {
-			return "", invalid(param+".role", "missing_required_parameter",
-				fmt.Sprintf("Missing required parameter: '%s.role'.", param))
-		}
-		var roleName string
-		if err := json.Unmarshal(role, &roleName); err != nil {
-			return "", typeError(param+".role", "a string", role)
-		}
-		b.WriteString(roleName)
-		b.WriteString(": ")
-		writeContent(&b, msg["content"])
-		b.WriteByte('\n')
-	}
-	return b.String(), nil
-}
-
-// writeContent writes a message's content: a string, or the text parts of a
-// content array. Other shapes are left to the engine to judge.
-func writeContent(b *strings.Builder, raw json.RawMessage) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		b.WriteString(s)
-		return
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return
-	}
-	first := true
-	for _, p := range parts {
-		// "text" (chat, Messages), "input_text" and "output_text" (Responses).
-		if p.Text == nil || (p.Type != "text" && p.Type != "" && p.Type != "input_text" && p.Type != "output_text") {
-			continue
-		}
-		if !first {
-			b.WriteByte('\n')
-		}
-		b.WriteString(*p.Text)
-		first = false
-	}
-}
-
-// renderPrompt validates a completions prompt: a string, an array of
-// strings, an array of token ids or an array of such arrays. It also returns
-// the number of prompts: each string of an array, and each token-id array of
-// an array of arrays, is a prompt of its own with its own choices.
-func renderPrompt(raw json.RawMessage) (string, int, *Error) {
-	if raw == nil || isNull(raw) {
-		return "", 0, invalid("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
-	}
-	const want = "a string, an array of strings, or an array of token ids"
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, 1, nil
-	}
-	var items []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
-		return "", 0, typeError("prompt", want, raw)
-	}
-	if len(items) == 0 {
-		return "", 0, invalid("prompt", "empty_array",
-			"Invalid 'prompt': empty array. Expected a non-empty prompt, but got an empty array instead.")
-	}
-	var strs []string
-	if json.Unmarshal(raw, &strs) == nil {
-		return strings.Join(strs, "\n"), len(strs), nil
-	}
-	var tokens []int64
-	if json.Unmarshal(raw, &tokens) == nil {
-		return "", 1, nil
-	}
-	var batches [][]int64
-	if json.Unmarshal(raw, &batches) == nil {
-		return "", len(batches), nil
-	}
-	return "", 0, typeError("prompt", want, raw)
-}
-
-// present returns a member that is there and not null: optional fields
-// sent as null count as unset, as they do for OpenAI.
-func present(fields map[string]json.RawMessage, name string) (json.RawMessage, bool) {
-	raw, ok := fields[name]
-	if !ok || isNull(raw) {
-		return nil, false
-	}
-	return raw, true
-}
-
 // integer reads a JSON number with no fractional part (3 and 3.0 both).
-func integer(raw json.RawMessage) (int64, bool) {
+func integer(raw []byte) (int64, bool) {
 	if kindOf(raw) != "a number" {
 		return 0, false
 	}

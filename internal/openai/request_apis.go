@@ -1,70 +1,37 @@
 package openai
 
-import (
-	"encoding/json"
-	"fmt"
-	"strings"
-)
+import "fmt"
 
-// parseMessages validates an Anthropic Messages request: model, max_tokens (required
+// anthropic checks an Anthropic Messages request: model, max_tokens (required
 // there), messages with user and assistant turns whose content is a string or content
-// blocks, an optional system prompt. The Prompt is the system prompt and each turn's text.
-func parseMessages(fields map[string]json.RawMessage, body []byte) (*Request, *Error) {
+// blocks, an optional system prompt. The prompt is the system prompt and each turn's text.
+func (in *intake) anthropic(body []byte) (*Request, *Error) {
+	fields := in.members
 	r := &Request{Endpoint: Messages, Body: body, N: 1, Choices: 1}
 	var e *Error
 	if r.Model, e = parseModel(fields); e != nil {
 		return nil, e
 	}
-	if _, ok := present(fields, "max_tokens"); !ok {
+	if _, ok := fields.present("max_tokens"); !ok {
 		return nil, invalid("max_tokens", "missing_required_parameter", "max_tokens: Field required")
 	}
 	if r.MaxTokens, e = parsePositive(fields, "max_tokens"); e != nil {
 		return nil, e
 	}
-	var b strings.Builder
-	if raw, ok := present(fields, "system"); ok {
-		if k := kindOf(raw); k != "a string" && k != "an array" {
-			return nil, typeError("system", "a string or an array of text blocks", raw)
-		}
-		b.WriteString("system: ")
-		writeContent(&b, raw)
-		b.WriteByte('\n')
+	if raw, ok := fields.present("system"); ok && raw[0] != '"' && raw[0] != '[' {
+		return nil, typeError("system", "a string or an array of text blocks", raw)
 	}
-	raw, ok := present(fields, "messages")
-	if !ok {
+	raw, ok := fields.present("messages")
+	switch {
+	case !ok:
 		return nil, invalid("messages", "missing_required_parameter", "messages: Field required")
-	}
-	var turns []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &turns) != nil {
+	case raw[0] != '[':
 		return nil, typeError("messages", "an array", raw)
-	}
-	if len(turns) == 0 {
+	case in.list.count == 0:
 		return nil, invalid("messages", "empty_array", "messages: at least one message is required")
+	case in.list.err != nil:
+		return nil, in.list.err
 	}
-	for i, t := range turns {
-		param := fmt.Sprintf("messages[%d]", i)
-		var msg map[string]json.RawMessage
-		if kindOf(t) != "an object" || json.Unmarshal(t, &msg) != nil {
-			return nil, typeError(param, "an object", t)
-		}
-		var role string
-		if rr, ok := present(msg, "role"); !ok || json.Unmarshal(rr, &role) != nil || (role != "user" && role != "assistant") {
-			return nil, invalid(param+".role", "invalid_value",
-				fmt.Sprintf("%s.role: Input should be 'user' or 'assistant'", param))
-		}
-		content, ok := present(msg, "content")
-		if !ok {
-			return nil, invalid(param+".content", "missing_required_parameter", param+".content: Field required")
-		}
-		if k := kindOf(content); k != "a string" && k != "an array" {
-			return nil, typeError(param+".content", "a string or an array of content blocks", content)
-		}
-		b.WriteString(role)
-		b.WriteString(": ")
-		writeContent(&b, content)
-		b.WriteByte('\n')
-	}
-	r.Prompt = b.String()
 	if r.Stream, e = parseBool(fields, "stream"); e != nil {
 		return nil, e
 	}
@@ -74,63 +41,32 @@ func parseMessages(fields map[string]json.RawMessage, body []byte) (*Request, *E
 	return r, nil
 }
 
-// parseResponses validates an OpenAI Responses request: model, input (a string or a list
+// responses checks an OpenAI Responses request: model, input (a string or a list
 // of items), optional instructions, max_output_tokens, previous_response_id, and tools (which
-// of them an engine runs itself). The Prompt is the instructions and the text of the input.
-func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *Error) {
+// of them an engine runs itself). The prompt is the instructions and the text of the input.
+func (in *intake) responses(body []byte) (*Request, *Error) {
+	fields := in.members
 	r := &Request{Endpoint: Responses, Body: body, N: 1, Choices: 1}
 	var e *Error
 	if r.Model, e = parseModel(fields); e != nil {
 		return nil, e
 	}
-	var b strings.Builder
-	if raw, ok := present(fields, "instructions"); ok {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil, typeError("instructions", "a string", raw)
-		}
-		b.WriteString("system: ")
-		b.WriteString(s)
-		b.WriteByte('\n')
+	if raw, ok := fields.present("instructions"); ok && raw[0] != '"' {
+		return nil, typeError("instructions", "a string", raw)
 	}
-	raw, ok := present(fields, "input")
-	if !ok {
-		return nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
-	}
-	var s string
+	raw, ok := fields.present("input")
 	switch {
-	case json.Unmarshal(raw, &s) == nil:
-		b.WriteString("user: ")
-		b.WriteString(s)
-		b.WriteByte('\n')
-	case kindOf(raw) == "an array":
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil, typeError("input", "a string or an array of input items", raw)
-		}
-		if len(items) == 0 {
-			return nil, invalid("input", "empty_array",
-				"Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
-		}
-		for i, it := range items {
-			var item map[string]json.RawMessage
-			if kindOf(it) != "an object" || json.Unmarshal(it, &item) != nil {
-				return nil, typeError(fmt.Sprintf("input[%d]", i), "an object", it)
-			}
-			var role string
-			json.Unmarshal(item["role"], &role)
-			if role == "" {
-				json.Unmarshal(item["type"], &role)
-			}
-			b.WriteString(role)
-			b.WriteString(": ")
-			writeContent(&b, item["content"])
-			b.WriteByte('\n')
-		}
-	default:
+	case !ok:
+		return nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	case raw[0] == '"':
+	case raw[0] != '[':
 		return nil, typeError("input", "a string or an array of input items", raw)
+	case in.list.count == 0:
+		return nil, invalid("input", "empty_array",
+			"Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	case in.list.err != nil:
+		return nil, in.list.err
 	}
-	r.Prompt = b.String()
 	if r.MaxTokens, e = parsePositive(fields, "max_output_tokens"); e != nil {
 		return nil, e
 	}
@@ -141,15 +77,17 @@ func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *
 		return nil, e
 	}
 	r.Store = true
-	if raw, ok := present(fields, "store"); ok {
-		if json.Unmarshal(raw, &r.Store) != nil {
-			return nil, typeError("store", "a boolean", raw)
+	if _, ok := fields.present("store"); ok {
+		if r.Store, e = parseBool(fields, "store"); e != nil {
+			return nil, e
 		}
 	}
-	if raw, ok := present(fields, "previous_response_id"); ok {
-		if json.Unmarshal(raw, &r.PreviousResponseID) != nil || r.PreviousResponseID == "" {
+	if id, present, ok := parseString(fields, "previous_response_id"); present {
+		if !ok || id == "" {
+			raw, _ := fields.present("previous_response_id")
 			return nil, typeError("previous_response_id", "a non-empty string", raw)
 		}
+		r.PreviousResponseID = id
 	}
 	if r.EngineTools, e = parseResponsesTools(fields); e != nil {
 		return nil, e
@@ -157,33 +95,23 @@ func parseResponses(fields map[string]json.RawMessage, body []byte) (*Request, *
 	return r, nil
 }
 
-// parseEmbeddings validates an embeddings request: model and input (a string, strings,
+// embeddings checks an embeddings request: model and input (a string, strings,
 // token ids, or arrays of token ids). Embeddings are never streamed.
-func parseEmbeddings(fields map[string]json.RawMessage, body []byte) (*Request, *Error) {
+func (in *intake) embeddings(body []byte) (*Request, *Error) {
+	fields := in.members
 	r := &Request{Endpoint: Embeddings, Body: body, N: 1, Choices: 1}
 	var e *Error
 	if r.Model, e = parseModel(fields); e != nil {
 		return nil, e
 	}
-	raw, ok := present(fields, "input")
-	if !ok {
-		return nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
-	}
-	prompt, _, e := renderPrompt(raw)
-	if e != nil {
-		e.Param = "input"
-		e.Message = strings.ReplaceAll(e.Message, "'prompt'", "'input'")
+	if _, e = in.checkPrompts("input"); e != nil {
 		return nil, e
 	}
-	r.Prompt = prompt
-	if raw, ok := present(fields, "encoding_format"); ok {
-		var f string
-		if json.Unmarshal(raw, &f) != nil || (f != "float" && f != "base64") {
-			return nil, invalid("encoding_format", "invalid_value",
-				"Invalid 'encoding_format': expected 'float' or 'base64'.")
-		}
+	if f, present, ok := parseString(fields, "encoding_format"); present && (!ok || f != "float" && f != "base64") {
+		return nil, invalid("encoding_format", "invalid_value",
+			"Invalid 'encoding_format': expected 'float' or 'base64'.")
 	}
-	if raw, ok := present(fields, "stream"); ok {
+	if raw, ok := fields.present("stream"); ok {
 		return nil, invalid("stream", "unsupported_parameter",
 			fmt.Sprintf("Unsupported parameter: 'stream' (%s) is not supported with embeddings.", kindOf(raw)))
 	}

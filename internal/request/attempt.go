@@ -1,8 +1,8 @@
 package request
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -105,7 +105,7 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 		rn.srv.Journal().Submit(store.UpsertAttempt{Attempt: a.rec})
 	}
 	a.dec.Protocol = rn.shape.proto
-	body := rn.p.Req.Body
+	body := clientBody(rn.p.Req.Body)
 	if rn.shape.wantUsage && p.UsagePerChunk {
 		body, a.usage = rn.shape.usageBody(), true
 	}
@@ -129,12 +129,16 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 }
 
 // upstreamRequest builds the engine request of attempt a.
-func (rn *Run) upstreamRequest(a *Attempt, body []byte) (*http.Request, error) {
+func (rn *Run) upstreamRequest(a *Attempt, body engineBody) (*http.Request, error) {
 	rn.owner.check()
-	req, err := http.NewRequest(http.MethodPost, a.url+rn.p.Req.Endpoint.Path(), bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, a.url+rn.p.Req.Endpoint.Path(), body.reader())
 	if err != nil {
 		return nil, err
 	}
+	// As for a bytes.Reader: the length is known, and the body can be read again (only
+	// by net/http itself, never to resend: see hopHeaders).
+	req.ContentLength = int64(body.size())
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	for k, v := range rn.p.R.Header {
 		if !hopHeaders[k] {
 			req.Header[k] = v

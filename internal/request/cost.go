@@ -1,7 +1,6 @@
 package request
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -44,7 +43,7 @@ func rerunTokenLimit(cfg *config.Config) int {
 }
 
 func estimateTokens(req *openai.Request) int {
-	n := len(req.Prompt)
+	n := len(req.Prompt) + req.PromptOmitted // the prompt's whole text
 	if n == 0 {
 		n = len(req.Body) // prompts given as token ids, or content the parser did not render
 	}
@@ -82,14 +81,14 @@ func (rn *Run) countPromptTokens() bool {
 	if len(targets) == 0 {
 		return false
 	}
-	client, req, box, parent := rn.srv.Engines(), rn.p.Req, rn.inbox, rn.p.R.Context()
+	client, req, members, box, parent := rn.srv.Engines(), rn.p.Req, rn.p.Members, rn.inbox, rn.p.R.Context()
 	go func() {
 		// One bound for the whole count, however many engines are asked.
 		ctx, cancel := context.WithTimeout(parent, tokenizeTimeout)
 		defer cancel()
 		n := 0
 		for _, tg := range targets {
-			if count, ok := tokenize(ctx, client, tg, req); ok {
+			if count, ok := tokenize(ctx, client, tg, req.Model, members); ok {
 				n = count
 				break
 			}
@@ -115,31 +114,17 @@ func (rn *Run) promptCounted(tokens int) {
 	}
 }
 
-// tokenize calls vLLM's (and the simulator's) POST /tokenize.
-func tokenize(ctx context.Context, client *http.Client, tg Target, req *openai.Request) (int, bool) {
-	var body struct {
-		Model    string          `json:"model"`
-		Prompt   json.RawMessage `json:"prompt,omitempty"`
-		Messages json.RawMessage `json:"messages,omitempty"`
-	}
-	var in struct {
-		Prompt   json.RawMessage `json:"prompt"`
-		Messages json.RawMessage `json:"messages"`
-	}
-	if json.Unmarshal(req.Body, &in) != nil {
-		return 0, false
-	}
-	body.Model, body.Prompt, body.Messages = req.Model, in.Prompt, in.Messages
-	b, err := json.Marshal(body)
-	if err != nil {
-		return 0, false
-	}
+// tokenize calls vLLM's (and the simulator's) POST /tokenize with the model and the
+// request's prompt or messages, as the client wrote them (members, of the request's body).
+func tokenize(ctx context.Context, client *http.Client, tg Target, model string, members openai.Members) (int, bool) {
+	body := tokenizeBody(model, members)
 	ctx, cancel := context.WithTimeout(ctx, tokenizeTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.URL+"/tokenize", bytes.NewReader(b))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.URL+"/tokenize", body.reader())
 	if err != nil {
 		return 0, false
 	}
+	hr.ContentLength = int64(body.size())
 	SetCredentials(hr.Header, tg.EngineKey, tg.AgentKey)
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(hr)
@@ -154,4 +139,28 @@ func tokenize(ctx context.Context, client *http.Client, tg Target, req *openai.R
 		return 0, false
 	}
 	return out.Count, true
+}
+
+// tokenizeBody is {"model":…,"prompt":…,"messages":…}, prompt and messages present when
+// the request has them. Their values are the request body's own bytes, not copied.
+func tokenizeBody(model string, members openai.Members) engineBody {
+	var b engineBody
+	head := append(openai.AppendString([]byte(`{"model":`), model), ',')
+	prompt, hasPrompt := members.Get("prompt")
+	messages, hasMessages := members.Get("messages")
+	switch {
+	case hasPrompt && hasMessages && len(prompt) <= len(messages):
+		// Both, rarely: the smaller is copied to join them.
+		b.parts = [3][]byte{append(append(append(head, `"prompt":`...), prompt...), `,"messages":`...), messages, []byte("}")}
+	case hasPrompt && hasMessages:
+		b.parts = [3][]byte{append(head, `"prompt":`...), prompt, append(append([]byte(`,"messages":`), messages...), '}')}
+	case hasPrompt:
+		b.parts = [3][]byte{append(head, `"prompt":`...), prompt, []byte("}")}
+	case hasMessages:
+		b.parts = [3][]byte{append(head, `"messages":`...), messages, []byte("}")}
+	default:
+		head[len(head)-1] = '}'
+		b.parts = [3][]byte{head}
+	}
+	return b
 }

@@ -57,6 +57,8 @@ type Params struct {
 	W      http.ResponseWriter
 	R      *http.Request
 	Req    *openai.Request
+	// Members are the request body's top-level members (openai.Parse), spans of its bytes.
+	Members openai.Members
 	// Start is when the request was accepted.
 	Start time.Time
 	// Pinned is the one replica the request may run on: a Responses request continues a
@@ -90,7 +92,7 @@ func New(srv Server, pool Pool, p Params) *Run {
 	rn := &Run{
 		owner: newOwnerGoroutine(), srv: srv, pool: pool, p: p,
 		cw:    newClientWriter(p.W, cfg.Policy.ClientWriteTimeout.D()),
-		shape: newShaper(req, p.ID),
+		shape: newShaper(req, p.Members, p.ID),
 		rec:   recorder{srv: srv, id: p.ID, model: req.Model, start: p.Start},
 		atts:  attempts{up: make(chan upMsg, upDepth)},
 		cost:  cost{promptTokens: estimateTokens(req)},
@@ -100,7 +102,7 @@ func New(srv Server, pool Pool, p Params) *Run {
 	if p.Keyed {
 		rn.cw.keep(cfg.Idempotency.MaxReplayBytes)
 	}
-	if rn.rec.trace = newRequestTrace(p.Traces, cfg.Traces.MaxBytes, p.R, req.Body, req.Stream, p.Start); rn.rec.trace != nil {
+	if rn.rec.trace = newRequestTrace(p.Traces, cfg.Traces.MaxBytes, p.R, req.Body, p.Members, req.Stream, p.Start); rn.rec.trace != nil {
 		rn.cw.rec = rn.rec.trace.rec
 	}
 	pol := cfg.Policy

@@ -7,7 +7,6 @@ import (
 	"github.com/fencegate/fencegate/internal/protocol"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // shaper is what the client receives of the engine's answer: each event as the engine
@@ -17,7 +16,9 @@ import (
 // writes what it shapes (the machine decides when); the shaper does no I/O.
 type shaper struct {
 	req *openai.Request
-	id  string // the logical request id, which tool call ids derive from
+	// members are the request body's top-level members, where the usage options go.
+	members openai.Members
+	id      string // the logical request id, which tool call ids derive from
 	// proto is the API's wire format; st what its final events need to know of the
 	// stream (the Responses API numbers its events). curSeq and heldSeq are the sequence
 	// numbers of the current event and of the last held one (-1: none).
@@ -35,12 +36,12 @@ type shaper struct {
 	// wantUsage: ask engines that can (Pick.UsagePerChunk) for usage in every chunk, to
 	// count delivered tokens; usageBodyCache is the request body that asks for it.
 	wantUsage      bool
-	usageBodyCache []byte
+	usageBodyCache *engineBody
 }
 
-func newShaper(req *openai.Request, id string) shaper {
+func newShaper(req *openai.Request, members openai.Members, id string) shaper {
 	p := protocol.Of(req.Endpoint)
-	return shaper{req: req, id: id, proto: p, curSeq: -1, heldSeq: -1,
+	return shaper{req: req, members: members, id: id, proto: p, curSeq: -1, heldSeq: -1,
 		// Delivered tokens are counted from the engine's own per-chunk usage where it can
 		// report it; the gateway asks for it unless the client already did.
 		wantUsage: req.Stream && !req.ContinuousUsage && p == sse.Completions}
@@ -158,18 +159,16 @@ func (sh *shaper) sent(seq int64) {
 func (sh *shaper) done() []byte { return protocol.Done(sh.proto) }
 
 // usageBody is the request body asking the engine for usage in every chunk (vLLM's and
-// SGLang's stream_options.continuous_usage_stats), built once per request. The client's
-// own include_usage is kept: the usage the client did not ask for is stripped again.
-func (sh *shaper) usageBody() []byte {
+// SGLang's stream_options.continuous_usage_stats), made once per request; the client's
+// bytes are not copied for it (withUsage). The usage the client did not ask for is
+// stripped again.
+func (sh *shaper) usageBody() engineBody {
 	if sh.usageBodyCache == nil {
-		b, err := sjson.SetBytes(sh.req.Body, "stream_options.include_usage", true)
-		if err == nil {
-			b, err = sjson.SetBytes(b, "stream_options.continuous_usage_stats", true)
-		}
+		b, err := withUsage(sh.req.Body, sh.members)
 		if err != nil {
-			b = sh.req.Body
+			b = clientBody(sh.req.Body)
 		}
-		sh.usageBodyCache = b
+		sh.usageBodyCache = &b
 	}
-	return sh.usageBodyCache
+	return *sh.usageBodyCache
 }

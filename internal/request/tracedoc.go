@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/trace"
 )
@@ -28,15 +29,17 @@ type requestTrace struct {
 }
 
 // newRequestTrace starts the trace of a request received as r with body, or returns nil
-// when mode keeps no trace. Credentials never enter it (trace.RedactHeaders).
-func newRequestTrace(mode config.TraceMode, maxBytes int, r *http.Request, body []byte, stream bool, now time.Time) *requestTrace {
+// when mode keeps no trace. Credentials never enter it (trace.RedactHeaders). The body
+// was parsed (members are its top-level members), so it is JSON and is neither checked
+// nor copied again: nothing writes to a request's body.
+func newRequestTrace(mode config.TraceMode, maxBytes int, r *http.Request, body []byte, members openai.Members, stream bool, now time.Time) *requestTrace {
 	if mode == "" || mode == config.TracesOff {
 		return nil
 	}
 	return &requestTrace{
 		mode: mode,
 		req: trace.Request{ReceivedAt: now, Method: r.Method, Path: r.URL.Path, Headers: trace.RedactHeaders(r.Header),
-			Body: trace.BodyJSON(body), Sampling: trace.Sampling(body)},
+			Body: json.RawMessage(body), Sampling: trace.SamplingOf(members.Get)},
 		rec: trace.NewRecorder(maxBytes, stream),
 	}
 }
@@ -63,7 +66,7 @@ func (rn *Run) journalTrace(o failover.Outcome, u *store.UpdateRequest, now time
 			EndedAt: a.rec.EndedAt, EndReason: a.rec.EndReason, Failure: a.rec.Failure,
 			EngineMayHaveActed: a.rec.EngineMayHaveActed}
 		if a.usage {
-			ta.SentBody = json.RawMessage(rn.shape.usageBody())
+			ta.SentBody = json.RawMessage(rn.shape.usageBody().bytes())
 		}
 		doc.Attempts = append(doc.Attempts, ta)
 	}

@@ -168,10 +168,19 @@ func Sampling(body []byte) map[string]json.RawMessage {
 	if !gjson.ValidBytes(body) {
 		return nil
 	}
+	return SamplingOf(func(name string) ([]byte, bool) {
+		v := gjson.GetBytes(body, name)
+		return []byte(v.Raw), v.Exists()
+	})
+}
+
+// SamplingOf is Sampling for a body whose top-level members are known already: member
+// returns the value of the member called name.
+func SamplingOf(member func(name string) ([]byte, bool)) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for _, m := range samplingMembers {
-		if v := gjson.GetBytes(body, m); v.Exists() {
-			out[m] = json.RawMessage(v.Raw)
+		if v, ok := member(m); ok {
+			out[m] = json.RawMessage(v)
 		}
 	}
 	return out
