@@ -19,14 +19,19 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Paths an engine is asked, per engine kind. SGLang renamed /get_server_info to
-// /server_info (the old path answers with a deprecation warning in its log), so the new one
-// is tried first.
-var (
-	VLLMPaths     = []string{"/v1/models", "/version"}
-	SGLangPaths   = []string{"/server_info", "/get_server_info"}
-	LlamaCppPaths = []string{"/props"}
+// Paths an engine is asked, per engine kind; the parser of each answer is named after
+// it. ModelsPath is the OpenAI-compatible model list every engine serves, which vLLM's
+// cards make a source of facts.
+const (
+	ModelsPath        = "/v1/models" // VLLMModels
+	VLLMVersionPath   = "/version"   // VLLMVersion
+	LlamaCppPropsPath = "/props"     // LlamaCppProps
 )
+
+// SGLangPaths are SGLang's server info (SGLangServerInfo), in the order to try them: SGLang
+// renamed /get_server_info to /server_info (the old path answers with a deprecation warning
+// in its log), so the new one is tried first.
+var SGLangPaths = []string{"/server_info", "/get_server_info"}
 
 // Facts is what one engine reported about itself.
 type Facts struct {

@@ -9,6 +9,9 @@ import "github.com/fencegate/fencegate/internal/openai"
 //     step EvBoundaryRecorded before any other event: the event that would cross the
 //     boundary is parked in the machine and delivered (or dropped) by that answer, so the
 //     shell keeps its bytes until then.
+//   - ActTryRerun, likewise, is the last action of its Step, and the shell must step
+//     EvRerunBudget before any other event: the failed attempt is ended, and rerun or not,
+//     by that answer.
 //   - ActMarkFirstDelta comes BEFORE the ActWriteHeld/ActWrite that crosses the delivery
 //     boundary. The shell records first_delta_sent before it writes those bytes.
 //   - ActSendHeaders comes before any body write of a streaming response.
@@ -18,7 +21,7 @@ import "github.com/fencegate/fencegate/internal/openai"
 type ActionKind uint8
 
 const (
-	// ActStartAttempt: choose a replica not yet tried (Machine.Tried) and start Attempt;
+	// ActStartAttempt: choose a replica not yet tried (Machine.Tried, Tried) and start Attempt;
 	// report EvDispatched or EvNoReplica. Rerun is true for every attempt after the first.
 	ActStartAttempt ActionKind = iota + 1
 	// ActEndAttempt: Attempt is over; release its replica and journal how it ended (Reason).
@@ -52,6 +55,10 @@ const (
 	// ActFail: the request ended with Err. AsEvent: headers were sent, so write Err as a final
 	// SSE event (no [DONE]); otherwise answer with Err.Status and the error body.
 	ActFail
+	// ActTryRerun: Attempt failed and every check of the policy but the pool's retry budget
+	// allows a rerun (docs/design.md §3). Withdraw one rerun from the budget and answer
+	// EvRerunBudget, Granted when there was one. A denied rerun withdraws nothing.
+	ActTryRerun
 )
 
 // Outcome is how a logical request ended.
@@ -89,7 +96,7 @@ type Action struct {
 	Kind       ActionKind
 	Attempt    int
 	Rerun      bool
-	Reason     string
+	Reason     EndReason
 	Outcome    Outcome
 	WriteDone  bool
 	AsEvent    bool

@@ -13,6 +13,7 @@ var actionNames = [...]string{
 	ActWrite:          "write",
 	ActFinish:         "finish",
 	ActFail:           "fail",
+	ActTryRerun:       "try-rerun",
 }
 
 func (k ActionKind) String() string {

@@ -147,7 +147,7 @@ func TestProtocolViolationsAreUncertain(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		ev     Event
-		reason string
+		reason EndReason
 	}{
 		{"malformed", Event{Kind: EvChunk, Attempt: 1, Chunk: sse.Malformed}, "malformed_event"},
 		{"held too large", Event{Kind: EvChunk, Attempt: 1, Chunk: roleOnly, Size: 101}, "held_events_too_large"},

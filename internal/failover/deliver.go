@@ -20,7 +20,7 @@ func (m *Machine) chunk(ev Event, now time.Time) {
 		return
 	case c&sseMalformed != 0:
 		// The gateway must close a stream it cannot read; closing it proves nothing.
-		m.fail(ev.Attempt, Uncertain, "malformed_event", nil, now, false, false)
+		m.fail(ev.Attempt, Uncertain, EndMalformedEvent, nil, now, false, false)
 		return
 	case c&sseDone != 0:
 		if c&sseFinish != 0 {
@@ -29,7 +29,7 @@ func (m *Machine) chunk(ev Event, now time.Time) {
 		}
 		if !m.AllFinished() {
 			// The engine ended the stream before every choice finished: a cut answer.
-			m.fail(ev.Attempt, Dead, "done_before_finish", nil, now, false, false)
+			m.fail(ev.Attempt, Dead, EndDoneBeforeFinish, nil, now, false, false)
 			return
 		}
 		if m.park(ev) {
@@ -50,7 +50,7 @@ func (m *Machine) chunk(ev Event, now time.Time) {
 		m.held++
 		m.heldBytes += ev.Size
 		if m.cfg.MaxHeldBytes > 0 && m.heldBytes > m.cfg.MaxHeldBytes {
-			m.fail(ev.Attempt, Uncertain, "held_events_too_large", nil, now, false, false)
+			m.fail(ev.Attempt, Uncertain, EndHeldTooLarge, nil, now, false, false)
 			return
 		}
 		m.emit(Action{Kind: ActHold, Attempt: ev.Attempt})
@@ -80,7 +80,7 @@ func (m *Machine) body(ev Event, now time.Time) {
 // the end of its stream matters now.
 func (m *Machine) closingChunk(ev Event, now time.Time) {
 	if ev.Chunk&sseDone != 0 {
-		m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false, false)
+		m.fail(ev.Attempt, Dead, EndEngineErrorEvent, m.closingErr, now, false, false)
 	}
 }
 
@@ -88,18 +88,18 @@ func (m *Machine) closingChunk(ev Event, now time.Time) {
 func (m *Machine) streamEnded(attempt int, now time.Time) {
 	switch {
 	case m.phase == closing:
-		m.fail(attempt, Dead, "engine_error_event", m.closingErr, now, false, false)
+		m.fail(attempt, Dead, EndEngineErrorEvent, m.closingErr, now, false, false)
 	case m.committed && m.AllFinished():
 		// Every choice finished but the engine sent no [DONE]: complete it ourselves.
 		m.complete(now, true)
 	default:
-		m.fail(attempt, Dead, "closed_mid_stream", nil, now, false, false)
+		m.fail(attempt, Dead, EndClosedMidStream, nil, now, false, false)
 	}
 }
 
 // complete ends the current attempt and the request with the answer delivered.
 func (m *Machine) complete(now time.Time, writeDone bool) {
-	m.endAttempt(now, "completed", 0, false, false, false)
+	m.endAttempt(now, EndCompleted, 0, false, false, false)
 	m.finish(Completed, writeDone)
 }
 

@@ -13,7 +13,7 @@ func (m *Machine) tick(now time.Time) {
 	if m.cfg.MaxDuration > 0 && !m.started.Add(m.cfg.MaxDuration).After(now) {
 		m.parkedSet = false
 		if m.attemptLive() {
-			m.endAttempt(now, "max_request_duration", 0, true, false, false)
+			m.endAttempt(now, EndMaxRequestDuration, 0, true, false, false)
 		}
 		m.discardHeld()
 		m.end(m.decorate(&openai.Error{Status: 504, Type: "server_error", Code: "request_timeout",
@@ -25,23 +25,29 @@ func (m *Machine) tick(now time.Time) {
 		if !m.closingUntil.After(now) {
 			// The engine reported an error but did not end its stream: the gateway closes
 			// it, which does not prove that the engine stopped.
-			m.fail(m.attempt, Uncertain, "engine_error_event", m.closingErr, now, false, false)
-			if m.done {
-				return
-			}
+			m.fail(m.attempt, Uncertain, EndEngineErrorEvent, m.closingErr, now, false, false)
 		}
 	case waiting, receiving:
-		timeout, reason := m.cfg.FirstTokenTimeout, "first_token_timeout"
+		timeout, reason := m.cfg.FirstTokenTimeout, EndFirstTokenTimeout
 		if m.phase == receiving {
-			timeout, reason = m.cfg.IdleTimeout, "idle_timeout"
+			timeout, reason = m.cfg.IdleTimeout, EndIdleTimeout
 		}
 		if timeout > 0 && !m.lastSeen.Add(timeout).After(now) {
 			m.fail(m.attempt, Uncertain, reason, nil, now, false, false)
-			if m.done {
-				return
-			}
 		}
 	}
+	if m.asking {
+		// The failure waits for the retry budget; the keepalive follows its answer.
+		m.asked.tick = true
+		return
+	}
+	if !m.done {
+		m.keepalive(now)
+	}
+}
+
+// keepalive writes an SSE comment when the keepalive period passed with nothing delivered.
+func (m *Machine) keepalive(now time.Time) {
 	if !m.keepaliveAt.IsZero() && !m.keepaliveAt.After(now) && !m.committed {
 		if !m.headersSent {
 			m.headersSent = true
@@ -54,7 +60,7 @@ func (m *Machine) tick(now time.Time) {
 
 // endAttempt records the end of the current attempt and tells the shell to tear it down.
 // neverStarted: its failure proves the engine never started the request.
-func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cancel, awaitFence, neverStarted bool) {
+func (m *Machine) endAttempt(now time.Time, reason EndReason, f FailureClass, cancel, awaitFence, neverStarted bool) {
 	if n := len(m.attempts); n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Ended.IsZero() {
 		m.attempts[n-1].Ended = now
 		m.attempts[n-1].EndReason = reason
@@ -66,17 +72,60 @@ func (m *Machine) endAttempt(now time.Time, reason string, f FailureClass, cance
 	m.emit(Action{Kind: ActEndAttempt, Attempt: m.attempt, Reason: reason, Cancel: cancel, AwaitFence: awaitFence})
 }
 
+// failure is a failed attempt as fail received it.
+type failure struct {
+	attempt   int
+	class     FailureClass
+	reason    EndReason
+	engineErr *openai.Error
+	// dial: the attempt never reached its replica; neverStarted: the failure proves the
+	// engine never started the request (see neverStarted).
+	dial, neverStarted bool
+	// tick: EvTick found it, and that tick's keepalive is still to come.
+	tick bool
+}
+
 // fail handles the failure of the current attempt: fence it, then rerun or end. An
 // uncertain attempt that may be rerun (it holds a worker-side lease) is cancelled first and
 // its rerun waits for EvFenced, so two attempts are never alive together. neverStarted: the
 // failure proves the engine never started the request (see neverStarted).
-func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
+//
+// When every check but the retry budget allows the rerun, the machine asks for it
+// (ActTryRerun, the last action of the step) and decides on the answer (EvRerunBudget):
+// the budget is the pool's, shared by many requests, and the machine takes no part of it.
+func (m *Machine) fail(attempt int, class FailureClass, reason EndReason, engineErr *openai.Error, now time.Time, dial, neverStarted bool) {
 	if n := len(m.attempts); dial && n > 0 && m.attempts[n-1].N == attempt {
 		m.attempts[n-1].Dial = true
 	}
-	d := m.shouldRerun(class, dial, neverStarted, now)
-	await := d == rerun && class == Uncertain
-	m.endAttempt(now, reason, class, true, await, neverStarted)
+	f := failure{attempt: attempt, class: class, reason: reason, engineErr: engineErr, dial: dial, neverStarted: neverStarted}
+	d := m.shouldRerun(class, dial, neverStarted)
+	if d == askBudget {
+		m.asked, m.asking = f, true
+		m.emit(Action{Kind: ActTryRerun, Attempt: attempt})
+		return
+	}
+	m.decide(f, d, now)
+}
+
+// budgetAnswered decides the failure that waited for the retry budget.
+func (m *Machine) budgetAnswered(granted bool, now time.Time) {
+	f := m.asked
+	m.asked, m.asking = failure{}, false
+	d := noRerunBudget
+	if granted {
+		d = rerun
+	}
+	m.decide(f, d, now)
+	if f.tick && !m.done {
+		m.keepalive(now)
+	}
+}
+
+// decide ends the failed attempt and reruns the request, waits for the attempt's fence, or
+// ends the request, as shouldRerun decided.
+func (m *Machine) decide(f failure, d decision, now time.Time) {
+	await := d == rerun && f.class == Uncertain
+	m.endAttempt(now, f.reason, f.class, true, await, f.neverStarted)
 	m.discardHeld()
 	switch {
 	case await:
@@ -84,7 +133,7 @@ func (m *Machine) fail(attempt int, class FailureClass, reason string, engineErr
 	case d == rerun:
 		m.startAttempt(true)
 	default:
-		m.end(m.errorFor(d, class, reason, engineErr))
+		m.end(m.errorFor(d, f.class, f.reason, f.engineErr))
 	}
 }
 
@@ -95,17 +144,7 @@ func (m *Machine) fenceable() bool {
 	return n > 0 && m.attempts[n-1].N == m.attempt && m.attempts[n-1].Fenceable
 }
 
-// NoReplicaOverloaded is the EvNoReplica reason that says replicas exist but every one is
-// at its load limit: the client is told to come back later (429) rather than that the pool
-// is down (503).
-const NoReplicaOverloaded = "overloaded"
-
-// NoReplicaPinned is the EvNoReplica reason that says the request continues state that
-// lives on one replica only (a Responses previous_response_id), and that replica cannot
-// serve it: running it elsewhere would silently lose that state.
-const NoReplicaPinned = "previous_response_unavailable"
-
-func (m *Machine) noReplica(attempt int, reason string) {
+func (m *Machine) noReplica(attempt int, reason EndReason) {
 	m.phase = noAttempt
 	e := &openai.Error{
 		Status:  503,
@@ -118,7 +157,7 @@ func (m *Machine) noReplica(attempt int, reason string) {
 		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
 	}
 	if reason == NoReplicaPinned {
-		e.Code = NoReplicaPinned
+		e.Code = string(NoReplicaPinned)
 		e.Message = "the previous response this request continues (previous_response_id) is stored only on the replica that produced it, and that replica cannot take the request now; it is not run elsewhere, where that state does not exist"
 		if attempt > 1 {
 			prev := m.attempts[len(m.attempts)-1]
@@ -146,7 +185,6 @@ func (m *Machine) end(e *openai.Error) {
 	if m.committed {
 		outcome = Interrupted
 	}
-	m.err = e
 	m.outcome = outcome
 	m.done = true
 	m.keepaliveAt = time.Time{}

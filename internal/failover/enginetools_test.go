@@ -69,7 +69,7 @@ func TestEngineToolsPolicy(t *testing.T) {
 			}
 			if c.wantCode == "upstream_failed_after_tool_use" &&
 				(e.Status != 502 || e.Type != "upstream_error" || !strings.Contains(e.Message, "a tool may have run") ||
-					!strings.Contains(e.Message, "(mcp)") || !strings.Contains(e.Message, c.ev.Reason)) {
+					!strings.Contains(e.Message, "(mcp)") || !strings.Contains(e.Message, string(c.ev.Reason))) {
 				t.Fatalf("error %+v", e)
 			}
 		})

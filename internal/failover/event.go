@@ -25,9 +25,9 @@ const (
 	EvBody
 	// EvEnd: Attempt's stream ended cleanly (EOF) without the shell seeing a failure.
 	EvEnd
-	// EvFailed: Attempt failed; Failure classifies it, Reason is a short journal word
-	// ("connection_refused", "engine_status_500", ...), Err the engine's error if it sent one,
-	// Status the engine's HTTP status if it answered with one.
+	// EvFailed: Attempt failed; Failure classifies it, Reason says why for the journal
+	// (EndConnectionRefused, EndEngineStatus(500), ...), Err is the engine's error if it sent
+	// one, Status the engine's HTTP status if it answered with one.
 	EvFailed
 	// EvClientGone: the client went away; Stalled when it stopped accepting bytes for
 	// client_write_timeout rather than closing the connection.
@@ -44,6 +44,10 @@ const (
 	// EvBoundaryRecorded answers ActRecordBoundary: Err is nil when the delivery boundary
 	// is durable, otherwise the request ends with Err and nothing is delivered.
 	EvBoundaryRecorded
+	// EvRerunBudget answers ActTryRerun for Attempt: Granted when the pool's retry budget
+	// allowed the rerun (and withdrew it), otherwise the request ends with
+	// retry_budget_exhausted.
+	EvRerunBudget
 )
 
 // Event is one input to Machine.Step. Only the fields its Kind names are read.
@@ -59,7 +63,7 @@ type Event struct {
 	Finished     uint64
 	FinishedHigh int
 	Failure      FailureClass
-	Reason       string
+	Reason       EndReason
 	Err          *openai.Error
 	// Dial marks an EvFailed in which no connection was made: the replica is not listening
 	// and the request never reached it.
@@ -73,4 +77,6 @@ type Event struct {
 	// Stalled marks an EvClientGone caused by the client accepting no bytes for the write
 	// timeout.
 	Stalled bool
+	// Granted answers ActTryRerun (EvRerunBudget): the retry budget allowed the rerun.
+	Granted bool
 }

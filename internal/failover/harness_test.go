@@ -12,6 +12,9 @@ type shell struct {
 	t   *testing.T
 	m   *Machine
 	now time.Time
+	// budget is the pool's retry budget the shell asks on ActTryRerun (nil allows all).
+	budget *RetryBudget
+	asks   int // ActTryRerun answered
 
 	headersSent   bool
 	firstDelta    bool
@@ -64,9 +67,18 @@ func (s *shell) step(ev Event) []Action {
 		s.t.Fatalf("actions after the terminal action: %+v", acts)
 	}
 	for i, a := range acts {
+		if a.Kind == ActTryRerun && i != len(acts)-1 {
+			s.t.Fatalf("try-rerun is not the last action of its step: %s", kinds(acts))
+		}
 		s.apply(a, ev, acts[:i])
 	}
 	s.check()
+	if n := len(acts); n > 0 && acts[n-1].Kind == ActTryRerun {
+		// The shell answers at once from the pool's budget, as the gateway does, and the
+		// machine's answer completes the step.
+		out := append([]Action(nil), acts...)
+		return append(out, s.step(Event{Kind: EvRerunBudget, Attempt: acts[n-1].Attempt, Granted: s.budget.TryRerun(s.now)})...)
+	}
 	return acts
 }
 
@@ -74,6 +86,17 @@ func (s *shell) apply(a Action, ev Event, before []Action) {
 	t := s.t
 	t.Helper()
 	switch a.Kind {
+	case ActTryRerun:
+		if !s.m.cfg.RetryBudget {
+			t.Fatalf("try-rerun of attempt %d without a retry budget", a.Attempt)
+		}
+		if s.committedSeen || s.m.Committed() {
+			t.Fatalf("try-rerun of attempt %d after the delivery boundary", a.Attempt)
+		}
+		if a.Attempt != s.m.Current() || s.ended[a.Attempt] {
+			t.Fatalf("try-rerun of attempt %d, current %d, ended %v", a.Attempt, s.m.Current(), s.ended[a.Attempt])
+		}
+		s.asks++
 	case ActStartAttempt:
 		if s.committedSeen {
 			t.Fatalf("attempt %d started after the delivery boundary", a.Attempt)

@@ -6,11 +6,6 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
-// Budget grants reruns. *RetryBudget behind the shell's lock satisfies it; nil allows all.
-type Budget interface {
-	TryRerun(now time.Time) bool
-}
-
 // Config is what a Machine needs to know about its request and its pool.
 type Config struct {
 	RequestID string
@@ -41,8 +36,10 @@ type Config struct {
 	// DurableBoundary: the boundary must be recorded durably before it is crossed
 	// (ActRecordBoundary), because another gateway may take the request over.
 	DurableBoundary bool
-	// Budget is the pool's retry budget (nil: unlimited).
-	Budget Budget
+	// RetryBudget: the pool bounds reruns with a retry budget. The machine holds no part of
+	// it: when every other check allows a rerun it asks the shell (ActTryRerun), which asks
+	// the pool's budget and answers (EvRerunBudget). Without it every such rerun is allowed.
+	RetryBudget bool
 	// RerunTokenLimit refuses a rerun whose prompt is estimated above this many tokens
 	// (0: no limit); PromptTokens is the estimate (SetPromptTokens may refine it).
 	RerunTokenLimit int
@@ -68,7 +65,7 @@ type AttemptInfo struct {
 	Replica   string
 	Started   time.Time
 	Ended     time.Time
-	EndReason string
+	EndReason EndReason
 	Failure   FailureClass
 	// Fenceable: the attempt held a worker-side lease.
 	Fenceable bool
@@ -127,8 +124,12 @@ type Machine struct {
 	closingErr   *openai.Error
 	closingUntil time.Time
 
+	// asking: a failed attempt waits for the retry budget's answer (ActTryRerun); asked
+	// is that failure.
+	asked  failure
+	asking bool
+
 	outcome Outcome
-	err     *openai.Error
 	done    bool
 
 	out []Action
@@ -160,9 +161,6 @@ func (m *Machine) Done() bool { return m.done }
 // Outcome is the terminal outcome (Running until done).
 func (m *Machine) Outcome() Outcome { return m.outcome }
 
-// Err is the error the client received, if any.
-func (m *Machine) Err() *openai.Error { return m.err }
-
 // Delivered is the number of output tokens written to the client.
 func (m *Machine) Delivered() int { return m.delivered }
 
@@ -183,17 +181,18 @@ func (m *Machine) Attempt(n int) (AttemptInfo, bool) {
 func (m *Machine) Current() int { return m.attempt }
 
 // Tried reports whether replica already served an attempt of this request.
-func (m *Machine) Tried(replica string) bool {
-	for i := range m.attempts {
-		if m.attempts[i].Replica == replica {
+func (m *Machine) Tried(replica string) bool { return Tried(m.attempts, replica) }
+
+// Tried reports whether one of attempts (a machine's Attempts) ran on replica: a rerun goes
+// elsewhere.
+func Tried(attempts []AttemptInfo, replica string) bool {
+	for i := range attempts {
+		if attempts[i].Replica == replica {
 			return true
 		}
 	}
 	return false
 }
-
-// Fencing reports whether the machine waits for EvFenced before a rerun.
-func (m *Machine) Fencing() bool { return m.phase == fencing && !m.done }
 
 // Deadline is when the shell must send EvTick next (zero: no deadline).
 func (m *Machine) Deadline() time.Time {
@@ -231,6 +230,9 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 	m.out = m.out[:0]
 	if m.done {
 		return m.out
+	}
+	if m.asking && ev.Kind != EvRerunBudget && ev.Kind != EvClientGone && ev.Kind != EvAbort {
+		return m.out // the shell answers ActTryRerun before anything else
 	}
 	switch ev.Kind {
 	case EvStart:
@@ -272,7 +274,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.current(ev.Attempt) && m.attemptLive() && !m.parkedSet {
 			if m.phase == closing && ev.Failure == Dead {
 				// The engine reported an error and then its connection ended: proof.
-				m.fail(ev.Attempt, Dead, "engine_error_event", m.closingErr, now, false, false)
+				m.fail(ev.Attempt, Dead, EndEngineErrorEvent, m.closingErr, now, false, false)
 				return m.out
 			}
 			if ev.Dial && !m.committed {
@@ -288,12 +290,16 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 		if m.parkedSet {
 			m.boundaryAnswered(ev, now)
 		}
-	case EvClientGone:
-		outcome, reason := Cancelled, "client_gone"
-		if ev.Stalled {
-			outcome, reason = ClientStalled, "client_stalled"
+	case EvRerunBudget:
+		if m.asking && ev.Attempt == m.asked.attempt {
+			m.budgetAnswered(ev.Granted, now)
 		}
-		m.parkedSet = false
+	case EvClientGone:
+		outcome, reason := Cancelled, EndClientGone
+		if ev.Stalled {
+			outcome, reason = ClientStalled, EndClientStalled
+		}
+		m.parkedSet, m.asking = false, false
 		if m.attemptLive() {
 			m.endAttempt(now, reason, 0, true, false, false)
 		}
@@ -301,7 +307,7 @@ func (m *Machine) Step(ev Event, now time.Time) []Action {
 	case EvTick:
 		m.tick(now)
 	case EvAbort:
-		m.parkedSet = false
+		m.parkedSet, m.asking = false, false
 		if m.attemptLive() {
 			m.endAttempt(now, ev.Reason, 0, true, false, false)
 		}

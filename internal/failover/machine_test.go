@@ -32,7 +32,7 @@ func chunk(attempt int, c sse.Class) Event {
 	return ev
 }
 
-func failed(attempt int, f FailureClass, reason string) Event {
+func failed(attempt int, f FailureClass, reason EndReason) Event {
 	return Event{Kind: EvFailed, Attempt: attempt, Failure: f, Reason: reason}
 }
 
@@ -274,7 +274,7 @@ func TestPolicyTable(t *testing.T) {
 		class       FailureClass
 		engineErr   *openai.Error
 		maxAttempts int
-		budget      Budget
+		budget      *RetryBudget
 		canFence    bool
 		wantRerun   bool
 		wantCode    string
@@ -294,8 +294,9 @@ func TestPolicyTable(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := streamCfg()
-			cfg.MaxAttempts, cfg.Budget, cfg.Keepalive = c.maxAttempts, c.budget, 0
+			cfg.MaxAttempts, cfg.RetryBudget, cfg.Keepalive = c.maxAttempts, c.budget != nil, 0
 			s := newShell(t, cfg)
+			s.budget = c.budget
 			s.step(Event{Kind: EvStart})
 			s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: c.canFence})
 			var e *openai.Error
@@ -353,6 +354,59 @@ func TestRetryBudget(t *testing.T) {
 	}
 	if got := b.Tokens(t0.Add(time.Hour)); got != 10 {
 		t.Fatalf("bucket must cap at burst, got %v", got)
+	}
+}
+
+// The retry budget is asked last (docs/design.md §3): a rerun that any other check refuses
+// never asks it and spends nothing, and a dial failure, always rerun, does not ask it
+// either. Only a rerun every other check allows withdraws from it, once.
+func TestRetryBudgetAskedLast(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	cases := []struct {
+		name  string
+		setup func(*Config)
+		ev    []Event // after EvStart and the dispatch of attempt 1
+		asked bool
+	}{
+		{"after the boundary", nil, []Event{chunk(1, output), failed(1, Dead, "r")}, false},
+		{"rejected input", nil, []Event{failed(1, Rejected, "r")}, false},
+		{"engine may have acted", func(c *Config) { c.EngineTools = []string{"mcp"} }, []Event{failed(1, Dead, "r")}, false},
+		{"uncertain, not fenceable", nil, []Event{failed(1, Uncertain, "r")}, false},
+		{"dial failure", nil, []Event{{Kind: EvFailed, Attempt: 1, Failure: Dead, Reason: EndConnectionRefused, Dial: true}}, false},
+		{"out of attempts", func(c *Config) { c.MaxAttempts = 1 }, []Event{failed(1, Dead, "r")}, false},
+		{"too expensive", func(c *Config) { c.RerunTokenLimit, c.PromptTokens = 10, 11 }, []Event{failed(1, Dead, "r")}, false},
+		{"allowed otherwise", nil, []Event{failed(1, Dead, "r")}, true},
+		{"timeout, then keepalive", func(c *Config) { c.Keepalive = 120 * time.Second; c.FirstTokenTimeout = 120 * time.Second }, nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := streamCfg()
+			cfg.Keepalive, cfg.RetryBudget = 0, true
+			if c.setup != nil {
+				c.setup(&cfg)
+			}
+			s := newShell(t, cfg)
+			s.budget = NewRetryBudget(0, 0, 1, t0)
+			s.step(Event{Kind: EvStart})
+			s.step(Event{Kind: EvDispatched, Attempt: 1, Replica: "a", Fenceable: c.name == "timeout, then keepalive"})
+			var acts []Action
+			for _, ev := range c.ev {
+				acts = s.step(ev)
+			}
+			if c.ev == nil {
+				acts = s.tickUntilDeadline()
+			}
+			if got := s.asks == 1; got != c.asked || s.asks > 1 {
+				t.Fatalf("budget asked %d times (%s)", s.asks, kinds(acts))
+			}
+			if left := s.budget.Tokens(s.now); (left == 0) != c.asked {
+				t.Fatalf("%v rerun tokens left after %s", left, kinds(acts))
+			}
+			if c.ev == nil {
+				// The keepalive the failing tick owed comes after the answer, in the same step.
+				expectKinds(t, acts, "try-rerun(1) cancel(1) headers keepalive")
+			}
+		})
 	}
 }
 

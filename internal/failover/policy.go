@@ -3,7 +3,6 @@ package failover
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
 )
@@ -20,6 +19,8 @@ const (
 	noRerunBudget
 	noRerunCost
 	noRerunEngineActed
+	// askBudget: every other check allows the rerun; the pool's retry budget decides.
+	askBudget
 )
 
 // shouldRerun is the whole failover policy for a failed attempt (docs/design.md §3). It checks, in
@@ -36,8 +37,10 @@ const (
 //     prefill, and every replica is tried at most once, so it is bounded by the pool;
 //  6. max_attempts, counting only attempts that reached a replica;
 //  7. the rerun's cost: a prompt estimated above the token limit is refused up front;
-//  8. the pool's retry budget (checked last, so a denied rerun spends nothing).
-func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now time.Time) decision {
+//  8. the pool's retry budget (checked last, so a denied rerun spends nothing). The machine
+//     does not hold it: it asks the shell (askBudget, then ActTryRerun) and the answer
+//     (EvRerunBudget) decides between rerun and noRerunBudget.
+func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool) decision {
 	switch {
 	case m.committed:
 		return noRerunCommitted
@@ -53,8 +56,8 @@ func (m *Machine) shouldRerun(class FailureClass, dial, neverStarted bool, now t
 		return noRerunAttempts
 	case m.cfg.RerunTokenLimit > 0 && m.cfg.PromptTokens > m.cfg.RerunTokenLimit:
 		return noRerunCost
-	case m.cfg.Budget != nil && !m.cfg.Budget.TryRerun(now):
-		return noRerunBudget
+	case m.cfg.RetryBudget:
+		return askBudget
 	}
 	return rerun
 }
@@ -95,7 +98,7 @@ func (m *Machine) engineMayHaveActed() bool {
 
 // engineActedError is the error of a request that is not rerun because an engine may have
 // run one of its tools (docs/errors.md, upstream_failed_after_tool_use).
-func (m *Machine) engineActedError(replica, reason string, engineErr *openai.Error) *openai.Error {
+func (m *Machine) engineActedError(replica string, reason EndReason, engineErr *openai.Error) *openai.Error {
 	when := "after the request may have reached it"
 	if m.committed {
 		when = "after part of the answer was sent"
@@ -109,7 +112,7 @@ func (m *Machine) engineActedError(replica, reason string, engineErr *openai.Err
 }
 
 // errorFor builds the error the client gets when a failed attempt is not rerun.
-func (m *Machine) errorFor(d decision, class FailureClass, reason string, engineErr *openai.Error) *openai.Error {
+func (m *Machine) errorFor(d decision, class FailureClass, reason EndReason, engineErr *openai.Error) *openai.Error {
 	last := m.attempts[len(m.attempts)-1]
 	switch d {
 	case noRerunCommitted:
@@ -171,17 +174,17 @@ func (m *Machine) decorate(e *openai.Error, retryable bool) *openai.Error {
 
 // unfencedError is the error of an uncertain attempt that cannot be proven stopped (no
 // agent), so it is not rerun: the engine may still be decoding it.
-func (m *Machine) unfencedError(replica, reason string, engineErr *openai.Error) *openai.Error {
+func (m *Machine) unfencedError(replica string, reason EndReason, engineErr *openai.Error) *openai.Error {
 	const why = "it is reached without an agent, so the gateway cannot prove the engine stopped and does not rerun the request"
 	switch reason {
-	case "engine_error_event":
+	case EndEngineErrorEvent:
 		if engineErr != nil {
 			e := *engineErr
 			return &e
 		}
 		return &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_protocol_error",
 			Message: fmt.Sprintf("replica %s reported an error and did not end its stream; %s", replica, why)}
-	case "malformed_event", "event_too_large", "held_events_too_large":
+	case EndMalformedEvent, EndEventTooLarge, EndHeldTooLarge:
 		return &openai.Error{Status: 502, Type: "upstream_error", Code: "upstream_protocol_error",
 			Message: fmt.Sprintf("replica %s sent a stream the gateway cannot forward (%s) before any output; the gateway closed the connection, but %s", replica, reason, why)}
 	}

@@ -19,7 +19,7 @@ func TestRandomSchedules(t *testing.T) {
 		sse.Usage, sse.Done, sse.Done, sse.Done, sse.Comment, sse.Error, sse.Malformed}
 	failures := []FailureClass{Dead, Uncertain, Overloaded, Rejected}
 	outcomes := map[Outcome]int{}
-	reruns := 0
+	reruns, asked, budgetDenied := 0, 0, 0
 	for seed := uint64(1); seed <= 3000; seed++ {
 		r := rand.New(rand.NewPCG(seed, seed*7919))
 		cfg := Config{
@@ -39,11 +39,14 @@ func TestRandomSchedules(t *testing.T) {
 		if r.IntN(4) == 0 {
 			cfg.MaxHeldBytes = 100 + r.IntN(200)
 		}
+		var budget *RetryBudget
 		if r.IntN(3) == 0 {
-			cfg.Budget = NewRetryBudget(0.2, 1, float64(1+r.IntN(2)), time.Unix(1_700_000_000, 0))
+			budget = NewRetryBudget(0.2, 1, float64(1+r.IntN(2)), time.Unix(1_700_000_000, 0))
+			cfg.RetryBudget = true
 		}
 		calm := r.IntN(3) == 0
 		s := newShell(t, cfg)
+		s.budget = budget
 		s.step(Event{Kind: EvStart})
 		for step := 0; step < 60 && !s.m.Done(); step++ {
 			cur := s.m.Current()
@@ -129,6 +132,10 @@ func TestRandomSchedules(t *testing.T) {
 		if len(s.started) > 1 {
 			reruns++
 		}
+		if t := s.terminal[0]; t.Kind == ActFail && t.Err.Code == "retry_budget_exhausted" {
+			budgetDenied++
+		}
+		asked += s.asks
 	}
 	// The schedules must reach every ending, or the invariants above prove little.
 	for _, o := range []Outcome{Completed, Interrupted, Failed, Cancelled, ClientStalled} {
@@ -138,5 +145,8 @@ func TestRandomSchedules(t *testing.T) {
 	}
 	if reruns < 100 {
 		t.Errorf("only %d schedules reran", reruns)
+	}
+	if asked < 100 || budgetDenied < 10 {
+		t.Errorf("the retry budget was asked %d times and denied %d schedules", asked, budgetDenied)
 	}
 }

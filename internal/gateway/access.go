@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/request"
 )
 
 // accessEntry is what one access-log line says of a request. The handler that serves the
@@ -26,6 +28,18 @@ type accessKey struct{}
 func accessOf(r *http.Request) *accessEntry {
 	e, _ := r.Context().Value(accessKey{}).(*accessEntry)
 	return e
+}
+
+// noteEnd fills in the access-log entry of a request served by its owner with how it ended.
+func noteEnd(r *http.Request, end request.End) {
+	a := accessOf(r)
+	if a == nil {
+		return
+	}
+	a.outcome, a.attempts, a.delivered, a.replica, a.ttft = end.Outcome.String(), end.Attempts, end.Delivered, end.Replica, end.TTFT
+	if end.ErrCode != "" {
+		a.errCode = end.ErrCode
+	}
 }
 
 // statusWriter remembers the status a handler answered with. Unwrap lets

@@ -9,7 +9,6 @@ import (
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
-	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // declaredDeadFor is how long a replica declared dead stays out unless a probe finds it
@@ -61,8 +60,8 @@ func (s *Server) handleReplicaState(w http.ResponseWriter, r *http.Request) {
 	if body.State == "dead" {
 		// Each running attempt's owner fails it (and reruns the request if nothing was
 		// delivered) as soon as it reads its inbox; nothing here waits for it.
-		for a, rn := range p.attemptsOn(name) {
-			rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Dead, Reason: "replica_declared_dead"}})
+		for _, a := range p.attemptsOn(name) {
+			a.ReplicaLost(failover.Dead, failover.EndReplicaDeclaredDead)
 			failed++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/request"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
@@ -59,7 +60,7 @@ func (s *Server) requestTrace(ctx context.Context, id string, wait time.Duration
 		if rn := s.activeRun(id); rn != nil {
 			t := time.NewTimer(wait)
 			select {
-			case <-rn.done:
+			case <-rn.Done():
 				if err := s.journal.Flush(ctx); err != nil {
 					return nil, nil, err
 				}
@@ -85,7 +86,7 @@ func (s *Server) requestTrace(ctx context.Context, id string, wait time.Duration
 	}
 	var doc []byte
 	for _, ev := range events { // ordered by seq: the last owner's document wins
-		if ev.Kind == traceDocumentKind {
+		if ev.Kind == request.TraceDocumentKind {
 			doc = ev.Payload
 		}
 	}
@@ -93,11 +94,11 @@ func (s *Server) requestTrace(ctx context.Context, id string, wait time.Duration
 }
 
 // activeRun returns the request id this gateway is running, or nil.
-func (s *Server) activeRun(id string) *run {
+func (s *Server) activeRun(id string) *request.Run {
 	s.activeMu.Lock()
 	defer s.activeMu.Unlock()
 	for rn := range s.active {
-		if rn.id == id {
+		if rn.ID() == id {
 			return rn
 		}
 	}

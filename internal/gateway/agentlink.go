@@ -10,7 +10,6 @@ import (
 	"github.com/fencegate/fencegate/internal/enginemetrics"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/lease"
-	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // agentLink is the gateway's connection to one replica's agent: the leases of its attempts
@@ -37,22 +36,24 @@ func (s *Server) newAgentLink(p *pool, replica, url string) *agentLink {
 		client: &agent.Client{BaseURL: url, Secret: s.agentSecret, HTTP: s.controlClient}}
 }
 
-// grant starts the lease of an attempt about to be sent; its epoch goes in the headers.
-func (l *agentLink) grant(attempt string, now time.Time) uint64 {
+// The methods below make an agentLink the request.Agent of its replica's picks.
+
+// Grant starts the lease of an attempt about to be sent; its epoch goes in the headers.
+func (l *agentLink) Grant(attempt string, now time.Time) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.tracker.Grant(attempt, now)
 }
 
-// forget drops an attempt whose lease no longer matters (it ended, or was proven stopped).
-func (l *agentLink) forget(attempt string) {
+// Forget drops an attempt whose lease no longer matters (it ended, or was proven stopped).
+func (l *agentLink) Forget(attempt string) {
 	l.mu.Lock()
 	l.tracker.Remove(attempt)
 	l.mu.Unlock()
 }
 
-// fence stops renewing an attempt and returns when its lease has certainly expired.
-func (l *agentLink) fence(attempt string) time.Time {
+// Fence stops renewing an attempt and returns when its lease has certainly expired.
+func (l *agentLink) Fence(attempt string) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.tracker.Fence(attempt)
@@ -100,14 +101,17 @@ func (l *agentLink) renew(ctx context.Context) {
 	if !wasDown {
 		l.s.log.Warn("agent heartbeat failed", "replica", l.replica, "err", err)
 	}
-	for a, rn := range l.pool.attemptsOn(l.replica) {
-		rn.inbox.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: failover.Uncertain, Reason: "agent_unreachable"}})
+	for _, a := range l.pool.attemptsOn(l.replica) {
+		a.ReplicaLost(failover.Uncertain, failover.EndAgentUnreachable)
 	}
 }
 
-// cancel asks the agent to end an attempt. The reply comes only once the engine request
+// Cancel asks the agent to end an attempt. The reply comes only once the engine request
 // has ended; it reports whether the agent acknowledged.
-func (l *agentLink) cancel(ctx context.Context, attempt string, epoch uint64) bool {
+func (l *agentLink) Cancel(ctx context.Context, attempt string, epoch uint64) bool {
 	reply, err := l.client.Cancel(ctx, attempt, epoch)
 	return err == nil && reply.Acked
 }
+
+// Secret is the agents' secret, which requests to the agent carry.
+func (l *agentLink) Secret() string { return l.client.Secret }

@@ -83,7 +83,7 @@ func (p *pool) canaryStatus(name string) *canaryStatus {
 		return nil
 	}
 	st := &canaryStatus{State: canary.Unknown}
-	f := p.facts[name]
+	f := p.factsKnown(name)
 	if f == nil || f.canary.State == "" {
 		return st
 	}
@@ -102,7 +102,7 @@ func (p *pool) canaryStatus(name string) *canaryStatus {
 
 // engineVersion is the version the named replica's engine reports. Callers hold mu.
 func (p *pool) engineVersion(name string) string {
-	if f := p.facts[name]; f != nil {
+	if f := p.factsKnown(name); f != nil {
 		return f.version
 	}
 	return ""
@@ -111,14 +111,14 @@ func (p *pool) engineVersion(name string) string {
 // diverging: the replica's canary says it answers unlike its group, so no rerun may move a
 // request to it or from it. Callers hold mu.
 func (p *pool) diverging(name string) bool {
-	f := p.facts[name]
+	f := p.factsKnown(name)
 	return p.canary != nil && f != nil && f.canary.State == canary.Diverges
 }
 
 // canaryExclusion is why the canary keeps the replica from all work, "" when it does not:
 // only with exclude_from: all, and only for a replica outvoted by a majority. Callers hold mu.
 func (p *pool) canaryExclusion(name string) string {
-	f := p.facts[name]
+	f := p.factsKnown(name)
 	if p.canary == nil || p.canary.ExcludeFrom != config.CanaryExcludeAll || f == nil ||
 		f.canary.State != canary.Diverges || f.canary.Tie {
 		return ""
@@ -186,7 +186,7 @@ func (p *pool) canaryTargets(now time.Time) []canaryTarget {
 	var out []canaryTarget
 	for _, r := range p.b.Replicas {
 		m := p.members[r.Name]
-		if m == nil || m.removed || p.unauthorized[r.Name] != "" || p.wrongModel[r.Name] != "" || p.fpMismatch[r.Name] != "" {
+		if m == nil || m.removed || m.unauthorized != "" || m.wrongModel != "" || m.fpMismatch != "" {
 			continue
 		}
 		switch r.StateAt(now, p.b.Limits) {

@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
-	"github.com/fencegate/fencegate/internal/agent"
 	"github.com/fencegate/fencegate/internal/config"
 )
 
@@ -40,26 +38,10 @@ func engineKey(m config.Model, j int, field string) (string, error) {
 	return "", nil
 }
 
-// setAgentKey adds the agents' secret to a request for an agent: with a secret, an agent
-// refuses every request without it, data and passthrough included. Engines never get it.
-func setAgentKey(h http.Header, secret string) {
-	if secret != "" {
-		h.Set(agent.HeaderAgentKey, secret)
-	}
-}
-
 // agentKey is the secret requests to the member's agent carry ("" without an agent).
 func (m *member) agentKey() string {
 	if m.link == nil {
 		return ""
 	}
 	return m.link.client.Secret
-}
-
-// setEngineKey adds a replica's credentials to a request for it. The client's own
-// Authorization never reaches an engine (see hopHeaders).
-func setEngineKey(h http.Header, key string) {
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key)
-	}
 }

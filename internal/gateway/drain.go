@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/request"
 )
 
 // register tracks a running request so that a shutdown can end it honestly.
-func (s *Server) register(rn *run) bool {
+func (s *Server) register(rn *request.Run) bool {
 	s.activeMu.Lock()
 	defer s.activeMu.Unlock()
 	if s.draining {
@@ -19,7 +20,7 @@ func (s *Server) register(rn *run) bool {
 	return true
 }
 
-func (s *Server) unregister(rn *run) {
+func (s *Server) unregister(rn *request.Run) {
 	s.activeMu.Lock()
 	delete(s.active, rn)
 	n := len(s.active)
@@ -37,9 +38,10 @@ const drainWriteGrace = 2 * time.Second
 // and waits for the running ones to finish. When ctx ends first, every request still running
 // is ended honestly: its client gets a final error event (gateway_shutdown, with
 // partial_output and delivered_output_tokens) instead of a cut connection, and its attempt
-// is cancelled. Drain never waits on a request's owner: it posts to each one's inbox and
-// caps its client writes, so it returns within drainWriteGrace (plus a moment) of ctx's
-// end whatever the clients do. Call it before shutting the HTTP server down.
+// is cancelled. Drain never waits on a request's owner, and reaches it only through its
+// inbox (request.Run.Shutdown), which also caps its client writes while its handler runs,
+// so Drain returns within drainWriteGrace (plus a moment) of ctx's end whatever the
+// clients do. Call it before shutting the HTTP server down.
 func (s *Server) Drain(ctx context.Context) {
 	s.activeMu.Lock()
 	s.draining = true
@@ -48,17 +50,14 @@ func (s *Server) Drain(ctx context.Context) {
 		return
 	}
 	s.activeMu.Lock()
-	runs := make([]*run, 0, len(s.active))
+	runs := make([]*request.Run, 0, len(s.active))
 	for rn := range s.active {
 		runs = append(runs, rn)
 	}
 	s.activeMu.Unlock()
 	cut := time.Now().Add(drainWriteGrace)
 	for _, rn := range runs {
-		rn.inbox.post(control{kind: ctlAbort, reason: "gateway_shutdown", err: &openai.Error{
-			Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutdown",
-			Message: "the gateway is shutting down and ended this request; retry it on another gateway"}})
-		rn.cw.expire(cut)
+		rn.Shutdown(cut) // a request that ended meanwhile ignores it
 	}
 	final, cancel := context.WithDeadline(context.Background(), cut.Add(time.Second))
 	defer cancel()

@@ -35,13 +35,23 @@ type replicaFacts struct {
 	canary  canaryResult
 }
 
+// factsOf returns the facts of a member of the pool, made empty if none were told yet.
+// Callers hold mu and know that name is a member.
 func (p *pool) factsOf(name string) *replicaFacts {
-	f := p.facts[name]
-	if f == nil {
-		f = &replicaFacts{sources: map[string]map[string]string{}}
-		p.facts[name] = f
+	m := p.members[name]
+	if m.facts == nil {
+		m.facts = &replicaFacts{sources: map[string]map[string]string{}}
 	}
-	return f
+	return m.facts
+}
+
+// factsKnown returns the facts told of the named replica, nil when none were. Callers
+// hold mu.
+func (p *pool) factsKnown(name string) *replicaFacts {
+	if m := p.members[name]; m != nil {
+		return m.facts
+	}
+	return nil
 }
 
 // setSource records one source's facts of a replica and recomputes its fingerprint.
@@ -63,12 +73,12 @@ func (p *pool) setSource(name, source string, facts map[string]string) {
 // sources agree on. Any disagreement keeps the replica out, the reason in /readyz. Callers
 // hold mu.
 func (p *pool) refreshFingerprint(name string) {
-	r := p.b.Find(name)
-	if r == nil {
+	r, m := p.b.Find(name), p.members[name]
+	if r == nil || m == nil {
 		return
 	}
 	f := p.factsOf(name)
-	configured := p.configured[name]
+	configured := m.configured
 	effective := make(map[string]string, len(configured))
 	for k, v := range configured {
 		effective[k] = v
@@ -99,9 +109,9 @@ func (p *pool) refreshFingerprint(name string) {
 		}
 	}
 	sort.Strings(mismatches)
-	p.fpMismatch[name] = ""
+	m.fpMismatch = ""
 	if len(mismatches) > 0 {
-		p.fpMismatch[name] = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
+		m.fpMismatch = "fingerprint mismatch: " + strings.Join(mismatches, "; ")
 	}
 	r.Fingerprint = effective
 	p.updateIncompatible(name)
@@ -125,10 +135,19 @@ func (p *pool) sourceName(f *replicaFacts, s string) string {
 func (p *pool) engineKind(name string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m := p.members[name]; m != nil && m.engine != "" {
+	if m := p.members[name]; m != nil {
+		return m.engineKind()
+	}
+	return ""
+}
+
+// engineKind is the engine behind the member: as configured, else as its metrics tell.
+// Callers hold the pool's lock.
+func (m *member) engineKind() string {
+	if m.engine != "" {
 		return m.engine
 	}
-	return p.detected[name]
+	return m.detected
 }
 
 // discoverFacts asks a replica's engine what it serves, by the engine's own endpoints (see
@@ -144,11 +163,11 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 		if models == nil {
 			return
 		}
-		from = "/v1/models"
+		from = discover.ModelsPath
 		if facts, err = discover.VLLMModels(models, p.b.Model); err != nil {
 			break
 		}
-		if body, _, gerr := s.engineGet(ctx, tg, "/version"); gerr == nil {
+		if body, _, gerr := s.engineGet(ctx, tg, discover.VLLMVersionPath); gerr == nil {
 			facts.Version, _ = discover.VLLMVersion(body)
 		}
 	case "sglang":
@@ -164,9 +183,9 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 			break
 		}
 	case "llamacpp":
-		from = "/props"
+		from = discover.LlamaCppPropsPath
 		var body []byte
-		if body, _, err = s.engineGet(ctx, tg, "/props"); err == nil {
+		if body, _, err = s.engineGet(ctx, tg, discover.LlamaCppPropsPath); err == nil {
 			facts, err = discover.LlamaCppProps(body)
 		}
 	default:

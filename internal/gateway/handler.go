@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
-	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
-	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/request"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
@@ -36,7 +34,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 
 // serveCompletion serves every API that runs on a replica (chat and text completions,
 // Messages, Responses, embeddings): it validates the request, registers it in the journal (claiming its
-// Idempotency-Key, if any), then owns it until its last byte (run.serve).
+// Idempotency-Key, if any), then owns it until its last byte (request.Run.Serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
@@ -75,46 +73,26 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		refuseDraining(w, r, id)
 		return
 	}
-	rn := newRun(s, l.cfg, w, r, req, p, id, now)
-	rn.members, rn.pinned = members, pinned
+	params := request.Params{ID: id, Config: l.cfg, W: w, R: r, Req: req, Members: members, Start: now, Pinned: pinned,
+		Traces: traceModeFor(l.cfg, k)}
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Idempotency.Retention.D()),
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if !s.claim(w, r, rn, &row, key, body, now) {
+		if !s.claim(w, r, &params, &row, key, body, now) {
 			return
 		}
-		rn.cw.keep(l.cfg.Idempotency.MaxReplayBytes)
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
-	}
-	if rn.trace = newRequestTrace(traceModeFor(l.cfg, k), l.cfg.Traces.MaxBytes, r, body, members, req.Stream, now); rn.trace != nil {
-		rn.cw.rec = rn.trace.rec
 	}
 	p.onRequest(now)
 	// req.Prompt holds the prompt's first l.promptPrefix bytes, at least the pool's
 	// affinityBytes, unless a reload raised them since l was read: that request goes
 	// without affinity.
-	rn.affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
-	rn.promptTokens = estimateTokens(req)
-	// Delivered tokens are counted from the engine's own per-chunk usage where it can
-	// report it; the gateway asks for it unless the client already did.
-	rn.wantUsage = req.Stream && !req.ContinuousUsage && rn.proto == sse.Completions
-	cfg := l.cfg.Policy
-	firstToken, idle := cfg.FirstTokenTimeout.D(), cfg.IdleTimeout.D()
-	if !req.Stream {
-		firstToken, idle = cfg.NonStreamTimeout.D(), cfg.NonStreamTimeout.D()
-	}
-	rn.m = failover.New(failover.Config{
-		RequestID: rn.id, Model: req.Model, Stream: req.Stream, Choices: req.Choices, MaxAttempts: cfg.MaxAttempts,
-		FirstTokenTimeout: firstToken, IdleTimeout: idle, MaxDuration: cfg.MaxRequestDuration.D(),
-		Keepalive: keepaliveFor(req.Stream, cfg.Keepalive.D()), MaxHeldBytes: cfg.MaxHeldBytes,
-		DurableBoundary: rn.keyed, Budget: p,
-		RerunTokenLimit: rerunTokenLimit(l.cfg), PromptTokens: rn.promptTokens,
-		EngineTools: req.EngineTools.Types, RerunEngineTools: req.EngineTools.Idempotent(cfg.IdempotentServers()),
-	})
+	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
+	rn := request.New(s.services, p.requests, params)
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
 		// gateway's lease, which lapses, and another gateway may take it over.
@@ -122,32 +100,9 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	defer s.unregister(rn)
-	defer close(rn.done)
-	rn.startRequestSpan()
-	rn.serve()
-	delivered = rn.m.Delivered()
-}
-
-func keepaliveFor(stream bool, d time.Duration) time.Duration {
-	if !stream {
-		return 0
-	}
-	return d
-}
-
-// usageBody is the request body asking the engine for usage in every chunk (vLLM's and
-// SGLang's stream_options.continuous_usage_stats), made once per request; the client's
-// bytes are not copied for it (withUsage). The usage the client did not ask for is
-// stripped again.
-func (rn *run) usageBody() engineBody {
-	if rn.usageBodyCache == nil {
-		b, err := withUsage(rn.req.Body, rn.members)
-		if err != nil {
-			b = clientBody(rn.req.Body)
-		}
-		rn.usageBodyCache = &b
-	}
-	return *rn.usageBodyCache
+	end := rn.Serve()
+	delivered = end.Delivered
+	noteEnd(r, end)
 }
 
 // pinnedReplica finds the replica that holds the response a Responses request continues

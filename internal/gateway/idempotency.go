@@ -8,17 +8,23 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/request"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 255
 
+// boundaryWriteTimeout bounds the handler's synchronous journal calls (a claim, the lookup
+// of a previous response), as request.SyncWriteTimeout bounds the request's own.
+const boundaryWriteTimeout = request.SyncWriteTimeout
+
 // claim registers a keyed request (docs/design.md §2): the same key and body is the same logical
-// request. It returns true when rn should run (a new request, or one this gateway takes
-// over from a gateway that died before the delivery boundary); otherwise it has answered.
-func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *store.Request, key string, body []byte, now time.Time) bool {
-	id := rn.id
+// request. It returns true when the request should run (a new request, or one this gateway
+// takes over from a gateway that died before the delivery boundary), with rp keyed and
+// naming the logical request; otherwise it has answered.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, rp *request.Params, row *store.Request, key string, body []byte, now time.Time) bool {
+	id := rp.ID
 	if len(key) > maxIdempotencyKey {
 		writeError(w, r, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_idempotency_key",
 			Message: "Idempotency-Key must be at most 255 characters", RequestID: id})
@@ -42,12 +48,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, rn *run, row *sto
 	}
 	switch res.Status {
 	case store.ClaimNew:
-		rn.keyed = true
+		rp.Keyed = true
 		return true
 	case store.ClaimTakeover:
-		rn.keyed = true
-		rn.id = prev.ID
-		rn.attemptBase = prev.NextAttemptN() - 1
+		rp.Keyed = true
+		rp.ID = prev.ID
+		rp.AttemptBase = prev.NextAttemptN() - 1
 		s.log.Info("took over a request whose gateway died before the delivery boundary", "request_id", prev.ID, "previous_owner", prev.Owner)
 		return true
 	case store.ClaimInUse:

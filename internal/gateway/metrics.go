@@ -1,9 +1,11 @@
 package gateway
 
 import (
-	"github.com/fencegate/fencegate/internal/balance"
 	"net/http"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/failover"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -118,7 +120,31 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(journalPendingDesc, prometheus.GaugeValue, float64(c.s.journal.Stats().Pending))
 }
 
-// observeFirstDelta records the time to first token of a request accepted at start.
-func (m *metrics) observeFirstDelta(model string, start, now time.Time) {
-	m.ttft.WithLabelValues(model).Observe(now.Sub(start).Seconds())
+// The methods below are what requests count (request.Metrics).
+
+// Rerun counts a rerun, by why the attempt before it ended.
+func (m *metrics) Rerun(model string, after failover.EndReason) {
+	m.reruns.WithLabelValues(model, string(after)).Inc()
+}
+
+// Shed counts a request no replica could take, all being at their load limit.
+func (m *metrics) Shed(model string) { m.shed.WithLabelValues(model).Inc() }
+
+// SlowFirstToken counts a stream whose first token took longer than the keepalive.
+func (m *metrics) SlowFirstToken(model string) { m.softTimeouts.WithLabelValues(model).Inc() }
+
+// FirstDelta observes a request's time to first token.
+func (m *metrics) FirstDelta(model string, ttft time.Duration) {
+	m.ttft.WithLabelValues(model).Observe(ttft.Seconds())
+}
+
+// AttemptEnded counts an attempt by replica and how it ended.
+func (m *metrics) AttemptEnded(model, replica, end string) {
+	m.attempts.WithLabelValues(model, replica, end).Inc()
+}
+
+// RequestEnded counts a request by outcome, and the output tokens it delivered.
+func (m *metrics) RequestEnded(model string, o failover.Outcome, delivered int) {
+	m.requests.WithLabelValues(model, o.String()).Inc()
+	m.delivered.WithLabelValues(model).Add(float64(delivered))
 }

@@ -3,53 +3,40 @@ package gateway
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/request"
 )
 
-// pool is a balance.Pool, its retry budget and its attempt registry behind one lock. Its
-// replicas may change while it serves (a reload, DNS discovery): see reconcile.
+// pool is a balance.Pool, its retry budget and what it knows of each replica behind one
+// lock. Its replicas may change while it serves (a reload, DNS discovery): see reconcile.
 type pool struct {
 	mu     sync.Mutex
 	b      balance.Pool
 	budget *failover.RetryBudget
-	// configured is each replica's fingerprint as configured (discovery is checked against
-	// it; b's Replica.Fingerprint is the effective one).
-	configured map[string]map[string]string
-	// running holds the runs with an attempt on each replica, so that a replica declared
-	// dead can have its attempts failed at once.
-	running map[string]map[*attempt]*run
+	// members is what the gateway keeps of each replica besides its balance state (b's
+	// replica of the same name): one entry per replica, added and removed with it.
+	members map[string]*member
 	// affinityBytes is the prompt prefix length that gives a request affinity (<= 0: none).
 	affinityBytes int
 	allowCross    bool
-	// Why each replica is kept out, per check (empty: agrees).
-	wrongModel map[string]string
-	fpMismatch map[string]string
-	prefixes   *prefixMemory
-	// members is what the gateway keeps of each replica besides its balance state;
-	// detected is the engine its metrics tell.
-	members  map[string]*member
-	detected map[string]string
-	// unauthorized says why a replica refused the gateway's credentials (401/403); it
-	// stays out until an authenticated check of it succeeds.
-	unauthorized map[string]string
+	prefixes      *prefixMemory
 	// discovery, when the pool finds replicas in DNS, stops its loop.
 	discovery context.CancelFunc
-	// facts is what each replica's engine, agent and canary told (facts.go, canary.go).
-	facts map[string]*replicaFacts
 	// canary is the pool's consistency check, nil when off; its schedule is in canaryRun.
 	canary    *config.Canary
 	canaryRun canarySchedule
-	// probeFailed: the replica's last probe failed (or it joined unprobed), so a passing
-	// one means it (re)joins, which the canary checks at once.
-	probeFailed map[string]bool
+	// requests is the pool as its requests see it (requestpool.go).
+	requests request.Pool
 }
 
-// member is one replica as the gateway knows it.
+// member is one replica as the gateway knows it besides its balance state. The pool's lock
+// guards it.
 type member struct {
 	engine string     // as configured ("" : found from its metrics)
 	key    string     // the engine's API key
@@ -57,6 +44,22 @@ type member struct {
 	source string     // "config" or "dns": which list it came from
 	// removed: it left the configuration or DNS; it drains and goes once idle.
 	removed bool
+	// configured is its fingerprint as configured (discovery is checked against it; b's
+	// Replica.Fingerprint is the effective one); detected is the engine its metrics tell.
+	configured map[string]string
+	detected   string
+	// Why it is kept out, per check (empty: agrees). unauthorized: it refused the gateway's
+	// credentials (401/403), and stays out until an authenticated check of it succeeds.
+	wrongModel, fpMismatch, unauthorized string
+	// facts is what its engine, agent and canary told (facts.go, canary.go); nil until one
+	// of them did.
+	facts *replicaFacts
+	// probeFailed: its last probe failed (or it joined unprobed), so a passing one means
+	// it (re)joins, which the canary checks at once.
+	probeFailed bool
+	// running holds the attempts on it, so that a replica declared dead can have them
+	// failed at once.
+	running map[*request.Attempt]struct{}
 }
 
 // replicaSpec is a replica as a configuration or a DNS answer describes it.
@@ -67,17 +70,9 @@ type replicaSpec struct {
 
 func newPool(m config.Model, c *config.Config, now time.Time) *pool {
 	p := &pool{
-		b:            balance.Pool{Model: m.Name},
-		configured:   make(map[string]map[string]string),
-		running:      make(map[string]map[*attempt]*run),
-		wrongModel:   make(map[string]string),
-		fpMismatch:   make(map[string]string),
-		prefixes:     newPrefixMemory(100_000),
-		members:      make(map[string]*member),
-		detected:     make(map[string]string),
-		unauthorized: make(map[string]string),
-		facts:        make(map[string]*replicaFacts),
-		probeFailed:  make(map[string]bool),
+		b:        balance.Pool{Model: m.Name},
+		prefixes: newPrefixMemory(100_000),
+		members:  make(map[string]*member),
 	}
 	p.configure(m, c)
 	rb := c.Policy.RetryBudget
@@ -119,12 +114,11 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		if m == nil || r == nil {
 			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
 			p.b.Add(r, probed)
-			p.running[sp.Name] = make(map[*attempt]*run)
-			m = &member{source: source}
+			m = &member{source: source, running: make(map[*request.Attempt]struct{})}
 			p.members[sp.Name] = m
 			if !probed {
 				s.log.Info("replica joins", "model", p.b.Model, "replica", sp.Name, "url", sp.URL, "from", source)
-				p.probeFailed[sp.Name] = true // its first passing probe is its joining
+				m.probeFailed = true // its first passing probe is its joining
 			}
 		} else {
 			r.URL, r.Priority = sp.URL, sp.Priority
@@ -133,7 +127,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 				p.b.SetDraining(r, false, "")
 			}
 		}
-		p.configured[sp.Name] = fp
+		m.configured = fp
 		m.engine, m.key, m.source = sp.Engine, sp.key, source
 		switch {
 		case sp.Agent && (m.link == nil || m.link.url != sp.URL):
@@ -164,14 +158,6 @@ func (p *pool) dropIfIdle(name string) {
 	}
 	p.b.Remove(name)
 	delete(p.members, name)
-	delete(p.running, name)
-	delete(p.configured, name)
-	delete(p.detected, name)
-	delete(p.wrongModel, name)
-	delete(p.fpMismatch, name)
-	delete(p.unauthorized, name)
-	delete(p.facts, name)
-	delete(p.probeFailed, name)
 }
 
 // links returns the agent links of the pool's replicas.
@@ -187,73 +173,56 @@ func (p *pool) links() []*agentLink {
 	return out
 }
 
-// pick is the answer of acquire.
-type pick struct {
-	name, url string
-	ok        bool
-	shed      bool // every candidate is at its load limit
-	pinned    bool // the request may run on its pinned replica only, and that one cannot
-	// usagePerChunk: the engine reports token usage in every chunk when asked
-	// (continuous_usage_stats: vLLM, SGLang).
-	usagePerChunk bool
-	// closesStreams: the engine closes its connection after every streamed answer while
-	// offering keep-alive (llama.cpp's server). A pooled connection would be reused before
-	// its close is read, and the next request would meet the close having reached no engine
-	// (or, just as likely on the wire, having reached one that then died): the gateway
-	// cannot tell which, so it does not reuse such connections (docs/design.md §3).
-	closesStreams bool
-	key           string     // the engine's API key
-	link          *agentLink // its agent, in fenced mode
-}
-
-// acquire picks a replica for an attempt of rn and registers a on it. A rerun goes only to
-// a replica this request has not tried, with the first attempt's fingerprint (unless
-// allowed otherwise).
-func (p *pool) acquire(now time.Time, rn *run, a *attempt, affinity uint64) pick {
+// acquire picks a replica for attempt a as w asks and registers a on it. A rerun goes only
+// to a replica the request has not tried, with the fingerprint of its first attempt that
+// reached a replica (unless allowed otherwise).
+func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// A rerun stays within the fingerprint of the first attempt that reached a replica
 	// (one that never did ran nothing there).
 	var first *balance.Replica
-	for _, info := range rn.m.Attempts() {
+	for _, info := range w.Attempts {
 		if !info.Dial {
 			first = p.b.Find(info.Replica)
 			break
 		}
 	}
 	exclude := func(r *balance.Replica) bool {
-		if rn.pinned != "" && r.Name != rn.pinned {
+		if w.Pinned != "" && r.Name != w.Pinned {
 			return true // the request's state lives on its pinned replica only
 		}
-		return rn.m.Tried(r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
+		return failover.Tried(w.Attempts, r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
 			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
-	c := p.b.Pick(now, exclude, affinity)
+	c := p.b.Pick(now, exclude, w.Affinity)
 	if c.Replica == nil {
-		return pick{shed: c.Shed, pinned: rn.pinned != ""}
+		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
 	}
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
-	p.running[c.Replica.Name][a] = rn
 	m := p.members[c.Replica.Name]
-	engine := m.engine
-	if engine == "" {
-		engine = p.detected[c.Replica.Name]
+	m.running[a] = struct{}{}
+	engine := m.engineKind()
+	pk := request.Pick{Replica: c.Replica.Name, URL: c.Replica.URL, Revision: c.Replica.Fingerprint["revision"], Key: m.key,
+		UsagePerChunk: engine == "vllm" || engine == "sglang", ClosesStreams: engine == "llamacpp"}
+	if m.link != nil {
+		pk.Agent = m.link
 	}
-	return pick{name: c.Replica.Name, url: c.Replica.URL, ok: true, usagePerChunk: engine == "vllm" || engine == "sglang",
-		closesStreams: engine == "llamacpp", key: m.key, link: m.link}
+	return pk, true
 }
 
-// release ends attempt a on the named replica. It also notes in the attempt's record the
-// weights revision its request ran on (taken when the attempt started), which the record
-// written at the attempt's end then carries to the journal, and tells the replica's
-// balance state how the attempt ended (its machine has recorded that by now), which may
-// eject the replica (balance.Pool.AttemptFailed).
-func (p *pool) release(name string, a *attempt) {
+// release ends attempt a on its replica and tells the replica's balance state how the
+// attempt ended (info, the machine's record of it: dispatched false when it never was),
+// which may eject the replica (balance.Pool.AttemptFailed). It is called on the request's
+// owner goroutine.
+func (p *pool) release(s *Server, a *request.Attempt, info failover.AttemptInfo, dispatched bool) {
+	name := a.Replica()
 	p.mu.Lock()
-	rn := p.running[name][a]
-	if rn != nil && a.rec.ModelRevision == "" {
-		a.rec.ModelRevision = rn.revision
+	m := p.members[name]
+	registered := false
+	if m != nil {
+		_, registered = m.running[a]
 	}
 	var ej balance.Ejection
 	r := p.b.Find(name)
@@ -261,31 +230,29 @@ func (p *pool) release(name string, a *attempt) {
 		if r.Outstanding > 0 {
 			r.Outstanding--
 		}
-		if rn != nil {
-			ej = p.attemptEnded(r, rn, a)
+		if registered && dispatched && info.Replica == r.Name {
+			ej = p.attemptEnded(s, r, info)
 		}
 	}
-	delete(p.running[name], a)
+	if m != nil {
+		delete(m.running, a)
+	}
 	p.dropIfIdle(name)
 	model, ejectAfter := p.b.Model, p.b.EjectAfter
 	p.mu.Unlock()
-	if rn != nil {
-		rn.s.reportEjection(model, name, ejectAfter, ej)
+	if registered {
+		s.reportEjection(model, name, ejectAfter, ej)
 	}
 }
 
-// attemptEnded tells r's balance state how attempt a of rn ended. Callers hold mu, and run
-// on rn's owner goroutine (the one that steps its machine), as release does.
-func (p *pool) attemptEnded(r *balance.Replica, rn *run, a *attempt) balance.Ejection {
-	info, ok := rn.m.Attempt(a.n)
-	if !ok || info.Replica != r.Name {
-		return balance.Ejection{} // never dispatched (its record was not written)
-	}
+// attemptEnded tells r's balance state how a dispatched attempt on it ended. Callers hold
+// mu.
+func (p *pool) attemptEnded(s *Server, r *balance.Replica, info failover.AttemptInfo) balance.Ejection {
 	switch replicaBlame(info) {
 	case attemptCompleted:
 		p.b.AttemptCompleted(r)
 	case attemptFailed:
-		return p.b.AttemptFailed(r, rn.now(), info.EndReason)
+		return p.b.AttemptFailed(r, s.now(), string(info.EndReason))
 	}
 	return balance.Ejection{}
 }
@@ -313,11 +280,11 @@ func replicaBlame(info failover.AttemptInfo) blame {
 	}
 	switch info.Failure {
 	case 0:
-		if info.EndReason == "completed" {
+		if info.EndReason == failover.EndCompleted {
 			return attemptCompleted
 		}
 	case failover.Dead, failover.Uncertain:
-		if !info.Dial && info.EndReason != "replica_declared_dead" && info.EndReason != "agent_unreachable" {
+		if !info.Dial && info.EndReason != failover.EndReplicaDeclaredDead && info.EndReason != failover.EndAgentUnreachable {
 			return attemptFailed
 		}
 	}
@@ -353,21 +320,25 @@ func (p *pool) with(name string, f func(*balance.Replica)) bool {
 	return r != nil
 }
 
-func (p *pool) dialFailed(name string, now time.Time, reason string) {
-	p.with(name, func(r *balance.Replica) { p.b.MarkDialFailed(r, now, reason) })
+func (p *pool) dialFailed(name string, now time.Time, reason failover.EndReason) {
+	p.with(name, func(r *balance.Replica) { p.b.MarkDialFailed(r, now, string(reason)) })
 }
 
-func (p *pool) overloaded(name string, until time.Time, reason string) {
-	p.with(name, func(r *balance.Replica) { p.b.MarkOverloaded(r, until, reason) })
+func (p *pool) overloaded(name string, until time.Time, reason failover.EndReason) {
+	p.with(name, func(r *balance.Replica) { p.b.MarkOverloaded(r, until, string(reason)) })
 }
 
 func (p *pool) probeResult(name string, ok bool, reason string) {
 	p.with(name, func(r *balance.Replica) {
 		p.b.ProbeResult(r, ok, reason)
-		if ok && p.probeFailed[name] {
+		m := p.members[name]
+		if m == nil {
+			return
+		}
+		if ok && m.probeFailed {
 			p.canaryRun.kicked = true // it (re)joins: check that it answers as its group
 		}
-		p.probeFailed[name] = !ok
+		m.probeFailed = !ok
 	})
 }
 
@@ -377,18 +348,23 @@ func (p *pool) onRequest(now time.Time) {
 	p.mu.Unlock()
 }
 
-// TryRerun implements failover.Budget.
-func (p *pool) TryRerun(now time.Time) bool {
+// tryRerun withdraws one rerun from the pool's retry budget if it has one: the answer to a
+// machine's ActTryRerun.
+func (p *pool) tryRerun(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.budget.TryRerun(now)
 }
 
-// attemptsOn lists the runs with an attempt on the named replica.
-func (p *pool) attemptsOn(name string) map[*attempt]*run {
+// attemptsOn lists the attempts running on the named replica.
+func (p *pool) attemptsOn(name string) []*request.Attempt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return maps.Clone(p.running[name])
+	m := p.members[name]
+	if m == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(m.running))
 }
 
 // replicaStatus is one replica as /readyz reports it.
@@ -431,16 +407,6 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 		list = append(list, rs)
 	}
 	return list, available
-}
-
-// revision is the weights revision of the named replica, if known.
-func (p *pool) revision(name string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if r := p.b.Find(name); r != nil {
-		return r.Fingerprint["revision"]
-	}
-	return ""
 }
 
 // retryAfter is the number of seconds after which a replica of the pool waiting out a dial

@@ -1,6 +1,10 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+)
 
 // prefixMemory is the gateway's own record of which replicas recently prefilled a prompt
 // prefix (by affinity key): where that prefix is likely still in the KV cache. Bounded: the
@@ -54,18 +58,18 @@ func (p *pool) notePrefix(key uint64, replica string, now time.Time) {
 	p.mu.Unlock()
 }
 
-// cachedPrefixElsewhere reports whether a replica this request has not tried likely holds
-// its prompt prefix in cache.
-func (p *pool) cachedPrefixElsewhere(key uint64, tried func(string) bool, now time.Time) bool {
+// cachedPrefix is the prompt prefix, in bytes, that a replica none of a request's attempts
+// ran on likely holds in cache (0: none does).
+func (p *pool) cachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int {
 	if key == 0 {
-		return false
+		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.b.Replicas {
-		if !tried(r.Name) && p.prefixes.cachedOn(key, r.Name, now) {
-			return true
+		if !failover.Tried(attempts, r.Name) && p.prefixes.cachedOn(key, r.Name, now) {
+			return p.affinityBytes
 		}
 	}
-	return false
+	return 0
 }

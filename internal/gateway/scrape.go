@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/discover"
 	"github.com/fencegate/fencegate/internal/enginemetrics"
+	"github.com/fencegate/fencegate/internal/request"
 )
 
 // maxMetricsBody bounds what is read of an engine's /metrics.
@@ -47,7 +49,7 @@ func (s *Server) scrapePool(ctx context.Context, p *pool) {
 func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.config().Health.ProbeTimeout.D())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url+discover.ModelsPath, nil)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -81,12 +83,17 @@ func (s *Server) servedModels(ctx context.Context, tg target) ([]string, []byte,
 // that no request can work around.
 func (p *pool) refusedCredentials(s *Server, name string, status int) {
 	p.mu.Lock()
-	was := p.unauthorized[name]
+	m := p.members[name]
+	if m == nil {
+		p.mu.Unlock()
+		return // it left the pool meanwhile
+	}
+	was := m.unauthorized
 	why := fmt.Sprintf("engine answered %d to the gateway's credentials: its api_key_file/api_key_env is missing or wrong", status)
-	if m := p.members[name]; m == nil || m.key == "" {
+	if m.key == "" {
 		why = fmt.Sprintf("engine answered %d: it requires an API key and none is configured for it (api_key_file/api_key_env)", status)
 	}
-	p.unauthorized[name] = why
+	m.unauthorized = why
 	p.updateIncompatible(name)
 	p.mu.Unlock()
 	if was == "" {
@@ -97,9 +104,9 @@ func (p *pool) refusedCredentials(s *Server, name string, status int) {
 // credentialsAccepted clears a refusal once an authenticated check succeeds.
 func (p *pool) credentialsAccepted(s *Server, name string) {
 	p.mu.Lock()
-	was := p.unauthorized[name]
-	if was != "" {
-		p.unauthorized[name] = ""
+	was := ""
+	if m := p.members[name]; m != nil && m.unauthorized != "" {
+		was, m.unauthorized = m.unauthorized, ""
 		p.updateIncompatible(name)
 	}
 	p.mu.Unlock()
@@ -113,10 +120,14 @@ func (p *pool) credentialsAccepted(s *Server, name string) {
 func (p *pool) checkModel(name string, served []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	m := p.members[name]
+	if m == nil {
+		return // it left the pool meanwhile
+	}
 	if slices.Contains(served, p.b.Model) {
-		p.wrongModel[name] = ""
+		m.wrongModel = ""
 	} else {
-		p.wrongModel[name] = fmt.Sprintf("serves %s, not %s", strings.Join(served, ", "), p.b.Model)
+		m.wrongModel = fmt.Sprintf("serves %s, not %s", strings.Join(served, ", "), p.b.Model)
 	}
 	p.updateIncompatible(name)
 }
@@ -146,8 +157,7 @@ type target struct{ name, url, key, agentKey string }
 
 // setCredentials adds the replica's credentials to a request for it.
 func (tg target) setCredentials(h http.Header) {
-	setEngineKey(h, tg.key)
-	setAgentKey(h, tg.agentKey)
+	request.SetCredentials(h, tg.key, tg.agentKey)
 }
 
 func (p *pool) targets() []target {
@@ -171,13 +181,13 @@ func (p *pool) targets() []target {
 func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.b.Find(name)
-	if r == nil {
+	r, m := p.b.Find(name), p.members[name]
+	if r == nil || m == nil {
 		return
 	}
 	p.b.ReportLoad(r, balance.Load{Running: snap.Running, Waiting: snap.Waiting, KVUsage: snap.KVUsage, At: now})
 	if snap.Engine != "" {
-		p.detected[name] = snap.Engine
+		m.detected = snap.Engine
 	}
 	if snap.CacheConfig == nil {
 		return
@@ -191,12 +201,12 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 
 // updateIncompatible keeps the replica out while any check disagrees. Callers hold mu.
 func (p *pool) updateIncompatible(name string) {
-	r := p.b.Find(name)
-	if r == nil {
+	r, m := p.b.Find(name), p.members[name]
+	if r == nil || m == nil {
 		return
 	}
 	var reasons []string
-	for _, why := range []string{p.unauthorized[name], p.wrongModel[name], p.fpMismatch[name], p.canaryExclusion(name)} {
+	for _, why := range []string{m.unauthorized, m.wrongModel, m.fpMismatch, p.canaryExclusion(name)} {
 		if why != "" {
 			reasons = append(reasons, why)
 		}

@@ -17,11 +17,15 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/limits"
+	"github.com/fencegate/fencegate/internal/request"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// tracerName names the tracer of the spans of requests and attempts.
+const tracerName = "github.com/fencegate/fencegate/internal/gateway"
 
 // Server is the gateway: the HTTP handler plus the background health probes of its pools.
 type Server struct {
@@ -59,9 +63,12 @@ type Server struct {
 	loadConfig func(string) (*config.Config, error)
 	reloadMu   sync.Mutex
 
+	// services is what requests see of the gateway.
+	services request.Server
+
 	// active are the running requests; draining refuses new ones (see Drain).
 	activeMu sync.Mutex
-	active   map[*run]struct{}
+	active   map[*request.Run]struct{}
 	draining bool
 	idle     *sync.Cond
 
@@ -122,8 +129,9 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		tp = otel.GetTracerProvider()
 	}
 	s.tracer = tp.Tracer(tracerName)
-	s.bufs.New = func() any { b := make([]byte, readChunk); return &b }
-	s.active = make(map[*run]struct{})
+	s.bufs.New = func() any { b := make([]byte, upstream.ReadBufferSize); return &b }
+	s.services = services{s}
+	s.active = make(map[*request.Run]struct{})
 	s.idle = sync.NewCond(&s.activeMu)
 	s.epochs = lease.NewEpochs(lease.SeedFromTime(time.Now()))
 	// Renewals and cancels get their own connections: a data stream's slow connection

@@ -18,8 +18,8 @@ import (
 // Failure is the classification of one upstream error.
 type Failure struct {
 	Class failover.FailureClass
-	// Reason is a short word for the journal ("connection_refused", "connection_reset", ...).
-	Reason string
+	// Reason is the short word for the journal (failover.EndConnectionRefused, ...).
+	Reason failover.EndReason
 	// Dial is true when no connection was established, so the request never reached the
 	// engine. It is always safe to rerun and marks the replica dead for the cooldown.
 	Dial bool
@@ -82,25 +82,25 @@ func classifyCause(err error) Failure {
 	var protoErr *ProtocolError
 	switch {
 	case errors.Is(err, ErrInvalidRequest):
-		return Failure{Class: failover.Dead, Reason: "invalid_request"}
+		return Failure{Class: failover.Dead, Reason: failover.EndInvalidRequest}
 	case errors.Is(err, ErrServerClosedIdle), serverClosedIdle(err):
-		return Failure{Class: failover.Dead, Reason: "connection_closed"}
+		return Failure{Class: failover.Dead, Reason: failover.EndConnectionClosed}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return Failure{Class: failover.Dead, Reason: "connection_reset"}
+		return Failure{Class: failover.Dead, Reason: failover.EndConnectionReset}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return Failure{Class: failover.Dead, Reason: "connection_closed"}
+		return Failure{Class: failover.Dead, Reason: failover.EndConnectionClosed}
 	case errors.As(err, &protoErr):
-		return Failure{Class: failover.Uncertain, Reason: "malformed_response"}
+		return Failure{Class: failover.Uncertain, Reason: failover.EndMalformedResponse}
 	case errors.Is(err, syscall.ETIMEDOUT):
-		return Failure{Class: failover.Uncertain, Reason: "tcp_timeout"}
+		return Failure{Class: failover.Uncertain, Reason: failover.EndTCPTimeout}
 	case errors.Is(err, syscall.EHOSTUNREACH):
-		return Failure{Class: failover.Uncertain, Reason: "host_unreachable"}
+		return Failure{Class: failover.Uncertain, Reason: failover.EndHostUnreachable}
 	case errors.Is(err, syscall.ENETUNREACH):
-		return Failure{Class: failover.Uncertain, Reason: "network_unreachable"}
+		return Failure{Class: failover.Uncertain, Reason: failover.EndNetworkUnreachable}
 	case isTimeout(err):
-		return Failure{Class: failover.Uncertain, Reason: "timeout"}
+		return Failure{Class: failover.Uncertain, Reason: failover.EndTimeout}
 	}
-	return Failure{Class: failover.Uncertain, Reason: "transport_error"}
+	return Failure{Class: failover.Uncertain, Reason: failover.EndTransportError}
 }
 
 // dialFailure reports whether err shows that no connection was established, and how.
@@ -114,14 +114,14 @@ func dialFailure(err error) (Failure, bool) {
 	if !dialOp && !dns && !refused {
 		return Failure{}, false
 	}
-	f := Failure{Class: failover.Dead, Reason: "dial_failed", Dial: true}
+	f := Failure{Class: failover.Dead, Reason: failover.EndDialFailed, Dial: true}
 	switch {
 	case refused:
-		f.Reason = "connection_refused"
+		f.Reason = failover.EndConnectionRefused
 	case dns:
-		f.Reason = "dns_failed"
+		f.Reason = failover.EndDNSFailed
 	case isTimeout(err):
-		f.Reason = "dial_timeout"
+		f.Reason = failover.EndDialTimeout
 	}
 	return f, true
 }
@@ -160,19 +160,19 @@ func isTimeout(err error) bool {
 func ClassifyStatus(status int) Failure {
 	switch {
 	case status == http.StatusTooManyRequests:
-		return Failure{Class: failover.Overloaded, Reason: "engine_status_429"}
+		return Failure{Class: failover.Overloaded, Reason: failover.EndEngineStatus(http.StatusTooManyRequests)}
 	case status == http.StatusServiceUnavailable:
-		return Failure{Class: failover.Overloaded, Reason: "engine_status_503"}
+		return Failure{Class: failover.Overloaded, Reason: failover.EndEngineStatus(http.StatusServiceUnavailable)}
 	case status == http.StatusFailedDependency:
 		// TGI's 424: generation failed in the engine (out of GPU memory, say), not the
 		// client's input.
-		return Failure{Class: failover.Dead, Reason: "engine_status_424"}
+		return Failure{Class: failover.Dead, Reason: failover.EndEngineStatus(http.StatusFailedDependency)}
 	case status >= 500, status < 400:
 		// A 5xx is the engine failing; anything below 400 but 200 is not an answer the
 		// OpenAI protocol has, so the engine is treated as broken, not the input.
-		return Failure{Class: failover.Dead, Reason: "engine_status_" + strconv.Itoa(status)}
+		return Failure{Class: failover.Dead, Reason: failover.EndEngineStatus(status)}
 	default:
-		return Failure{Class: failover.Rejected, Reason: "engine_status_" + strconv.Itoa(status)}
+		return Failure{Class: failover.Rejected, Reason: failover.EndEngineStatus(status)}
 	}
 }
 

@@ -31,7 +31,7 @@ const requestBody = `{"model":"m","stream":true,"messages":[{"role":"user","cont
 // firstEvent is the first body bytes every streaming engine here sends before failing.
 const firstEvent = "data: 1\n\n"
 
-func expectFailure(t *testing.T, what string, err error, class failover.FailureClass, reason string, dial bool) {
+func expectFailure(t *testing.T, what string, err error, class failover.FailureClass, reason failover.EndReason, dial bool) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: no error", what)
@@ -200,7 +200,7 @@ func TestClassifyDialFailures(t *testing.T) {
 		name   string
 		url    string
 		dial   DialFunc
-		reason string
+		reason failover.EndReason
 	}{
 		{"refused", "http://" + closedAddr(t) + "/v1/chat/completions", nil, "connection_refused"},
 		{"dial deadline passed", live, func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -295,7 +295,7 @@ func TestClassifyReadFailuresMidBody(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		err    error // what the failing read reports inside its *net.OpError
-		reason string
+		reason failover.EndReason
 	}{
 		{"ETIMEDOUT", os.NewSyscallError("read", syscall.ETIMEDOUT), "tcp_timeout"},
 		{"EHOSTUNREACH", os.NewSyscallError("read", syscall.EHOSTUNREACH), "host_unreachable"},
@@ -388,12 +388,12 @@ func TestClassifyErrorValues(t *testing.T) {
 	}
 	type want struct {
 		class  failover.FailureClass
-		reason string
+		reason failover.EndReason
 		dial   bool
 	}
-	dead := func(reason string) want { return want{failover.Dead, reason, false} }
-	dialed := func(reason string) want { return want{failover.Dead, reason, true} }
-	uncertain := func(reason string) want { return want{failover.Uncertain, reason, false} }
+	dead := func(reason failover.EndReason) want { return want{failover.Dead, reason, false} }
+	dialed := func(reason failover.EndReason) want { return want{failover.Dead, reason, true} }
+	uncertain := func(reason failover.EndReason) want { return want{failover.Uncertain, reason, false} }
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -476,7 +476,7 @@ func TestClassifyClientErrors(t *testing.T) {
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	type want struct {
 		class        failover.FailureClass
-		reason       string
+		reason       failover.EndReason
 		dial, unsent bool
 	}
 	for _, tc := range []struct {

@@ -437,7 +437,7 @@ func TestClientSkipsIdleConnectionTheEngineClosed(t *testing.T) {
 func TestClientResetOrClosedOnFreshConnection(t *testing.T) {
 	type want struct {
 		op     Op
-		reason string
+		reason failover.EndReason
 	}
 	for _, tc := range []struct {
 		name  string

@@ -1,12 +1,11 @@
-package gateway
+package request
 
 import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
-
-	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Limits on what the gateway reads from an engine.
@@ -15,7 +14,6 @@ const (
 	maxDrainWait       = 100 * time.Millisecond
 	maxEngineErrorBody = 64 << 10
 	maxEngineBody      = 64 << 20
-	readChunk          = upstream.ReadBufferSize // a body Read returns no more
 )
 
 // errBodyTooLarge: a non-streaming answer above maxEngineBody; the gateway closes it.
@@ -34,9 +32,9 @@ const (
 
 // upMsg is one report of an attempt's reader to the request's owner.
 type upMsg struct {
-	a      *attempt
+	a      *Attempt
 	kind   upKind
-	buf    *[]byte // upData: the reader's buffer; the owner hands it back (attempt.bufBack)
+	buf    *[]byte // upData: the reader's buffer; the owner hands it back (Attempt.bufBack)
 	n      int
 	body   []byte
 	status int
@@ -44,35 +42,55 @@ type upMsg struct {
 	err    error
 }
 
-// read performs attempt a's HTTP call and reports what comes back to the owner, one read
-// at a time. The channel to the owner is small, so a client that reads slowly slows this
-// reader and, through TCP, the engine, instead of making the gateway buffer the answer.
-// It runs in its own goroutine and touches nothing of the request but a's channels.
-func (rn *run) read(a *attempt, req *http.Request, stream bool) {
-	defer rn.readers.Done()
-	resp, err := rn.s.client.Do(req)
+// reader performs one attempt's HTTP call in its own goroutine and reports what comes back
+// to the owner. It touches nothing of the request but the attempt's channels (stop,
+// bufBack), its completed flag and its cancel function, and the owner's channel up.
+type reader struct {
+	a       *Attempt
+	up      chan<- upMsg
+	client  *http.Client
+	bufs    *sync.Pool
+	stream  bool
+	readers *sync.WaitGroup
+}
+
+// startReader sends req for attempt a in a new goroutine.
+func (rn *Run) startReader(a *Attempt, req *http.Request) {
+	rn.owner.check()
+	rn.atts.readers.Add(1)
+	r := reader{a: a, up: rn.atts.up, client: rn.srv.Engines(), bufs: rn.srv.ReadBuffers(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
+	go r.read(req)
+}
+
+// read performs the attempt's HTTP call and reports what comes back, one read at a time.
+// The channel to the owner is small, so a client that reads slowly slows this reader and,
+// through TCP, the engine, instead of making the gateway buffer the answer.
+func (r reader) read(req *http.Request) {
+	defer r.readers.Done()
+	a := r.a
+	resp, err := r.client.Do(req)
 	if err != nil {
-		rn.report(a, upMsg{kind: upFailed, err: err})
+		r.report(upMsg{kind: upFailed, err: err})
 		return
 	}
-	defer rn.closeBody(a, resp.Body)
+	defer r.closeBody(resp.Body)
 	switch {
 	case resp.StatusCode != http.StatusOK:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxEngineErrorBody))
-		rn.report(a, upMsg{kind: upStatus, status: resp.StatusCode, header: resp.Header, body: body})
-	case !stream:
+		r.report(upMsg{kind: upStatus, status: resp.StatusCode, header: resp.Header, body: body})
+	case !r.stream:
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxEngineBody+1))
 		if err == nil && len(body) > maxEngineBody {
 			err = errBodyTooLarge
 		}
 		if err != nil {
-			rn.report(a, upMsg{kind: upEnd, err: err})
+			r.report(upMsg{kind: upEnd, err: err})
 			return
 		}
-		rn.report(a, upMsg{kind: upBody, body: body})
+		r.report(upMsg{kind: upBody, body: body})
 	default:
-		buf := rn.s.bufs.Get().(*[]byte)
-		defer rn.s.bufs.Put(buf)
+		buf := r.bufs.Get().(*[]byte)
+		defer r.bufs.Put(buf)
 		for {
 			n, err := resp.Body.Read(*buf)
 			if n > 0 {
@@ -80,7 +98,7 @@ func (rn *run) read(a *attempt, req *http.Request, stream bool) {
 				// client, and only then is the next read made: what arrives meanwhile
 				// waits in the socket and comes in one read, so a busy stream is forwarded
 				// in batches, one flush each, instead of one flush per event.
-				if !rn.report(a, upMsg{kind: upData, buf: buf, n: n}) {
+				if !r.report(upMsg{kind: upData, buf: buf, n: n}) {
 					return
 				}
 				select {
@@ -93,7 +111,7 @@ func (rn *run) read(a *attempt, req *http.Request, stream bool) {
 				if errors.Is(err, io.EOF) {
 					err = nil
 				}
-				rn.report(a, upMsg{kind: upEnd, err: err})
+				r.report(upMsg{kind: upEnd, err: err})
 				return
 			}
 		}
@@ -102,21 +120,22 @@ func (rn *run) read(a *attempt, req *http.Request, stream bool) {
 
 // report hands m to the owner, or drops it once the attempt has ended (the owner no longer
 // listens to it). It reports whether the owner got it.
-func (rn *run) report(a *attempt, m upMsg) bool {
-	m.a = a
+func (r reader) report(m upMsg) bool {
+	m.a = r.a
 	select {
-	case rn.up <- m:
+	case r.up <- m:
 		return true
-	case <-a.stop:
+	case <-r.a.stop:
 		return false
 	}
 }
 
-// closeBody ends the response of attempt a. A completed answer may not be at EOF yet (the
+// closeBody ends the attempt's response. A completed answer may not be at EOF yet (the
 // chunked terminator after [DONE]); reading it, bounded, lets the transport reuse the
 // connection for the next request instead of dialling a new one. A cancelled attempt's
 // connection is closed, which is how the engine learns the request was abandoned.
-func (rn *run) closeBody(a *attempt, body io.ReadCloser) {
+func (r reader) closeBody(body io.ReadCloser) {
+	a := r.a
 	if a.completed.Load() {
 		stop := time.AfterFunc(maxDrainWait, a.cancel)
 		io.CopyN(io.Discard, body, maxDrain)

@@ -1,10 +1,11 @@
-package gateway
+package request
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
@@ -16,32 +17,33 @@ import (
 //
 // The ack and the expiry arrive on their own goroutines, after the owner may have finished;
 // they only post to the owner's inbox and journal the ack, never touch the request.
-func (rn *run) releaseLease(a *attempt, cancelled, awaitFence bool) {
-	link := a.link
+func (rn *Run) releaseLease(a *Attempt, cancelled, awaitFence bool) {
+	rn.owner.check()
+	ag := a.agent
 	if !cancelled {
-		link.forget(a.id)
+		ag.Forget(a.id)
 		return
 	}
-	expires := link.fence(a.id)
-	journal, box := rn.s.journal, rn.inbox
+	expires := ag.Fence(a.id)
+	journal, box, id, epoch := rn.srv.Journal(), rn.inbox, a.id, a.epoch
 	ackRec := store.Attempt{ID: a.rec.ID, RequestID: a.rec.RequestID, N: a.rec.N, CancelAcked: true}
 	var once sync.Once
-	fenced := func(reason string) {
+	fenced := func(reason failover.EndReason) {
 		once.Do(func() {
 			if awaitFence {
 				box.post(control{kind: ctlFenced, a: a, reason: reason})
 			}
-			link.forget(a.id)
+			ag.Forget(id)
 		})
 	}
-	timer := time.AfterFunc(expires.Sub(rn.s.now()), func() { fenced("lease_expired") })
+	timer := time.AfterFunc(expires.Sub(rn.now()), func() { fenced(failover.FencedLeaseExpired) })
 	ctx, cancel := context.WithDeadline(context.Background(), expires)
 	go func() {
 		defer cancel()
-		if link.cancel(ctx, a.id, a.epoch) {
+		if ag.Cancel(ctx, id, epoch) {
 			timer.Stop()
 			journal.Submit(store.UpsertAttempt{Attempt: ackRec})
-			fenced("cancel_acked")
+			fenced(failover.FencedCancelAcked)
 		}
 	}()
 }

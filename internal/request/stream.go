@@ -1,7 +1,6 @@
-package gateway
+package request
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"time"
@@ -10,15 +9,15 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/upstream"
-	"github.com/tidwall/gjson"
 )
 
 // onUpstream handles one report of an attempt's reader. Reports of an attempt that has
 // ended are dropped: once the machine fenced an attempt, nothing of it reaches the client.
-func (rn *run) onUpstream(msg upMsg) {
+func (rn *Run) onUpstream(msg upMsg) {
+	rn.owner.check()
 	a := msg.a
 	if msg.kind == upData {
-		rn.handBack = append(rn.handBack, a)
+		rn.atts.handBack = append(rn.atts.handBack, a)
 	}
 	if !rn.live(a) {
 		return
@@ -39,9 +38,9 @@ func (rn *run) onUpstream(msg upMsg) {
 			// The engine refused the gateway's credentials: a configuration mistake, not the
 			// client's. The request never reached the model, so it is rerun elsewhere at no
 			// cost, and the replica stays out until its credentials work.
-			rn.pool.refusedCredentials(rn.s, a.replica, msg.status)
+			rn.pool.RefusedCredentials(a.replica, msg.status)
 			rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead,
-				Reason: "engine_unauthorized", Dial: true, Err: openai.NormalizeEngineError(msg.status, msg.body)})
+				Reason: failover.EndEngineUnauthorized, Dial: true, Err: openai.NormalizeEngineError(msg.status, msg.body)})
 			return
 		}
 		f := upstream.ClassifyStatus(msg.status)
@@ -50,7 +49,7 @@ func (rn *run) onUpstream(msg upMsg) {
 			// An explicit "busy": keep new work off this replica for its Retry-After, and
 			// tell the client the engine's own when no replica can take the request.
 			wait := upstream.RetryAfter(msg.header, time.Second)
-			rn.pool.overloaded(a.replica, rn.now().Add(wait), f.Reason)
+			rn.pool.Overloaded(a.replica, rn.now().Add(wait), f.Reason)
 			e.RetryAfter = int((wait + time.Second - 1) / time.Second)
 		}
 		rn.failStatus(a, f, e, msg.status)
@@ -60,7 +59,8 @@ func (rn *run) onUpstream(msg upMsg) {
 }
 
 // onData decodes the SSE events of one read and steps the machine with each.
-func (rn *run) onData(a *attempt, b []byte) {
+func (rn *Run) onData(a *Attempt, b []byte) {
+	rn.owner.check()
 	a.dec.Append(b)
 	for rn.live(a) {
 		ev, ok := a.dec.Next()
@@ -72,131 +72,81 @@ func (rn *run) onData(a *attempt, b []byte) {
 	if a.dec.Err() != nil && rn.live(a) {
 		// The gateway must close a stream it cannot read, which does not prove that the
 		// engine stopped.
-		rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: "event_too_large"}, nil)
+		rn.failAttempt(a, upstream.Failure{Class: failover.Uncertain, Reason: failover.EndEventTooLarge}, nil)
 	}
 }
 
-// onEvent prepares one SSE event for the client (rewriting it only where it must) and
-// steps the machine with it.
-func (rn *run) onEvent(a *attempt, ev sse.Event) {
+// onEvent counts one SSE event's output tokens, has the shaper prepare it for the client,
+// and steps the machine with it.
+func (rn *Run) onEvent(a *Attempt, ev sse.Event) {
+	rn.owner.check()
 	class := ev.Class
 	tokens := ev.Outputs
 	switch {
-	case rn.proto == sse.Completions:
+	case rn.shape.proto == sse.Completions:
 		tokens = a.countTokens(ev)
 	case ev.CompletionTokens >= 0:
 		// The Messages and Responses APIs report the answer's output tokens at its end
 		// (message_delta, response.completed): the deltas counted so far are made exact.
 		tokens = max(0, ev.CompletionTokens-rn.m.Delivered())
 	}
-	rn.curSeq = ev.Sequence
-	// The current attempt's first lifecycle event names its response; a failed attempt's
-	// is forgotten with its held events (ActDiscardHeld).
-	if rn.proto == sse.Responses && rn.st.ResponseID == "" && class == 0 {
-		rn.noteResponse(ev.Data)
-	}
-	data, rewrite := ev.Data, false
-	if a.usage && ev.UsageEnd > 0 && !rn.req.ContinuousUsage {
-		// The usage in this chunk was asked for by the gateway, not by the client. This is
-		// on the token path: the member is cut out by its offsets, into a reused buffer.
-		if class&sse.Usage != 0 && class&(sse.Output|sse.Finish) == 0 && rn.m.AllFinished() {
-			if !rn.req.IncludeUsage {
-				return // the final usage chunk the client did not ask for
-			}
-		} else {
-			rn.stripped = append(append(rn.stripped[:0], data[:ev.UsageStart]...), data[ev.UsageEnd:]...)
-			data, rewrite = rn.stripped, true
+	rn.shape.note(ev)
+	// The usage in this chunk may have been asked for by the gateway, not by the client.
+	strip := a.usage && ev.UsageEnd > 0 && !rn.p.Req.ContinuousUsage
+	if strip && class&sse.Usage != 0 && class&(sse.Output|sse.Finish) == 0 && rn.m.AllFinished() {
+		if !rn.p.Req.IncludeUsage {
+			return // the final usage chunk the client did not ask for
 		}
+		strip = false
 	}
-	if class&sse.NullError != 0 {
-		// Never forward "error": null in an ordinary chunk (docs/design.md §2): the
-		// official SDKs take any "error" key for an error. Rare: it may allocate.
-		data, rewrite = sse.StripNullError(nil, data), true
-	}
-	if class&sse.ToolCalls != 0 {
-		if d, ok := rewriteToolIDs(rn.proto, data, true, rn.id); ok {
-			data, rewrite = d, true
-		}
-	}
-	if rewrite {
-		// Rare or cheap, so the event is rebuilt as one data line (after its name).
-		rn.rewritten = rn.rewritten[:0]
-		if ev.Name != nil {
-			rn.rewritten = append(append(append(rn.rewritten, "event: "...), ev.Name...), '\n')
-		}
-		rn.rewritten = sse.AppendData(rn.rewritten, data)
-		ev.Raw = rn.rewritten
-	}
-	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: tokens, Size: len(ev.Raw),
+	raw := rn.shape.event(ev, strip)
+	e := failover.Event{Kind: failover.EvChunk, Attempt: a.n, Chunk: class, Tokens: tokens, Size: len(raw),
 		Finished: ev.Finished, FinishedHigh: ev.FinishedHigh}
 	if class&sse.Error != 0 {
 		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)
 	}
-	rn.raw = ev.Raw
+	rn.shape.raw = raw
 	rn.step(e)
-	rn.raw = nil
-}
-
-// noteResponse keeps what the Responses API's final events need from a lifecycle event
-// (response.created): the response's id, model and creation time.
-func (rn *run) noteResponse(data []byte) {
-	r := gjson.GetBytes(data, "response")
-	if id := r.Get("id"); id.Type == gjson.String {
-		rn.st.ResponseID, rn.st.Model, rn.st.CreatedAt = id.String(), r.Get("model").String(), r.Get("created_at").Int()
-	}
+	rn.shape.raw = nil
 }
 
 // onBody handles a complete non-streaming answer.
-func (rn *run) onBody(a *attempt, b []byte) {
-	var tokens int
-	rewrite := false
-	switch rn.proto {
-	case sse.Messages:
-		tokens = int(gjson.GetBytes(b, "usage.output_tokens").Int())
-		rewrite = bytes.Contains(b, []byte(`"tool_use"`))
-	case sse.Responses:
-		tokens = int(gjson.GetBytes(b, "usage.output_tokens").Int())
-		rewrite = bytes.Contains(b, []byte(`"function_call"`))
-	default:
-		tokens = int(gjson.GetBytes(b, "usage.completion_tokens").Int())
-		rewrite = rn.req.Endpoint != openai.Embeddings && sse.Classify(b)&sse.ToolCalls != 0
-	}
-	if rewrite {
-		b, _ = rewriteToolIDs(rn.proto, b, false, rn.id)
-	}
-	if rn.proto == sse.Responses {
-		rn.st.ResponseID = gjson.GetBytes(b, "id").String()
-	}
-	rn.raw = b
+func (rn *Run) onBody(a *Attempt, b []byte) {
+	rn.owner.check()
+	raw, tokens := rn.shape.body(b)
+	rn.shape.raw = raw
 	rn.step(failover.Event{Kind: failover.EvBody, Attempt: a.n, Tokens: tokens})
-	rn.raw = nil
+	rn.shape.raw = nil
 }
 
 // upstreamError classifies a transport error of attempt a, which is live: an attempt the
 // gateway fenced has ended, and its reader's reports are dropped before they get here. The
 // client going away is never an upstream failure.
-func (rn *run) upstreamError(a *attempt, err error) {
-	if rn.r.Context().Err() != nil {
+func (rn *Run) upstreamError(a *Attempt, err error) {
+	rn.owner.check()
+	if rn.p.R.Context().Err() != nil {
 		rn.step(rn.clientGone())
 		return
 	}
 	f := upstream.ClassifyError(err)
 	if errors.Is(err, errBodyTooLarge) {
-		f = upstream.Failure{Class: failover.Uncertain, Reason: "body_too_large"}
+		f = upstream.Failure{Class: failover.Uncertain, Reason: failover.EndBodyTooLarge}
 	}
 	rn.failAttempt(a, f, nil)
 }
 
-func (rn *run) failAttempt(a *attempt, f upstream.Failure, e *openai.Error) {
+func (rn *Run) failAttempt(a *Attempt, f upstream.Failure, e *openai.Error) {
+	rn.owner.check()
 	rn.failStatus(a, f, e, 0)
 }
 
 // failStatus steps the failure of attempt a; status is the HTTP status the engine answered
 // with instead of an answer (0: none), which the machine needs to tell whether the engine
 // ever started the request (a request whose engine runs tools: docs/design.md §5).
-func (rn *run) failStatus(a *attempt, f upstream.Failure, e *openai.Error, status int) {
+func (rn *Run) failStatus(a *Attempt, f upstream.Failure, e *openai.Error, status int) {
+	rn.owner.check()
 	if f.Dial {
-		rn.pool.dialFailed(a.replica, rn.now(), f.Reason)
+		rn.pool.DialFailed(a.replica, rn.now(), f.Reason)
 	} else {
 		rn.refineCost()
 	}
@@ -208,7 +158,7 @@ func (rn *run) failStatus(a *attempt, f upstream.Failure, e *openai.Error, statu
 // chunk of llama.cpp's stream) carries that choice's completion_tokens so far: what it adds
 // is the difference to what was already counted for that choice. Any other chunk counts one
 // token per choice with output. Counting per choice makes interleaved choices add up.
-func (a *attempt) countTokens(ev sse.Event) int {
+func (a *Attempt) countTokens(ev sse.Event) int {
 	c := ev.Choice
 	if c < 0 || c >= len(a.counted) {
 		return ev.Outputs

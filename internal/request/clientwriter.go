@@ -1,4 +1,4 @@
-package gateway
+package request
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ type clientWriter struct {
 	// deadline is the write deadline set on the connection (zero: none yet).
 	deadline time.Time
 	// shutdownBy (unix nanoseconds, 0: none) caps the deadline while the gateway shuts
-	// down; Drain sets it from another goroutine.
+	// down; Drain sets it from another goroutine (expire).
 	shutdownBy atomic.Int64
 
 	status  int // HTTP status sent (0: none yet)
@@ -55,7 +55,7 @@ func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter
 // maxReplay bytes, for replay, and it holds every write back until the next flush. The
 // outcome of a keyed request must be durable before its client sees the end of the
 // answer (docs/design.md §6), and the step that writes that end also journals the outcome
-// (run.finish); the owner flushes only after the step. Passed to the response writer
+// (Run.finish); the owner flushes only after the step. Passed to the response writer
 // directly, a write larger than its buffer (a whole answer over 4 KiB, a long final event)
 // would reach the connection at once, before the journal, and a retry sent as soon as the
 // client has read it could find the key still in use. Unkeyed requests are not held: their
@@ -91,7 +91,8 @@ func (cw *clientWriter) setDeadline(d time.Time) {
 }
 
 // expire caps the write deadline at t. It is the one method that may be called from
-// another goroutine (Drain): a write blocked on a stalled client then fails at t.
+// another goroutine: the inbox calls it for Drain (Run.Shutdown), only while the request's
+// handler runs, and a write blocked on a stalled client then fails at t.
 func (cw *clientWriter) expire(t time.Time) {
 	cw.shutdownBy.Store(t.UnixNano())
 	cw.rc.SetWriteDeadline(t)
@@ -196,9 +197,9 @@ func (cw *clientWriter) writeError(p sse.Protocol, e *openai.Error, asEvent bool
 	if cw.rec != nil {
 		w = recordedBody{w, cw.rec}
 	}
-	writeAPIError(w, p, e)
+	protocol.WriteError(w, p, e)
 	cw.dirty = true
-	// The journal keeps the error in one shape (the OpenAI one, see run.finish); a replay
+	// The journal keeps the error in one shape (the OpenAI one, see Run.finish); a replay
 	// renders it in the API's shape again.
 	cw.replay.set(e.AppendJSON(nil))
 }

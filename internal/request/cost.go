@@ -1,4 +1,4 @@
-package gateway
+package request
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
@@ -18,6 +19,14 @@ const tokenizeTimeout = 500 * time.Millisecond
 // four bytes of English text per token for the BPE tokenizers of current models. It is an
 // estimate, used only to refuse reruns whose prefill would be too expensive.
 const bytesPerToken = 4
+
+// cost is what a rerun of the request would prefill.
+type cost struct {
+	// promptTokens is the prompt's size: an engine's count once it answered, the estimate
+	// until then. waitCount: the first attempt waits for the count (countPromptTokens).
+	promptTokens int
+	waitCount    bool
+}
 
 // rerunTokenLimit is the policy's rerun cost limit in tokens (0: none): the smaller of the
 // token limit and the time limit at the pool's prefill speed.
@@ -45,15 +54,13 @@ func estimateTokens(req *openai.Request) int {
 // limit is configured: the prompt's tokens (counted by an engine, else estimated) minus the
 // prefix a replica not tried yet likely has cached (it prefilled the same prompt prefix
 // recently). It does no I/O: the count was asked for when the request started.
-func (rn *run) refineCost() {
-	if rerunTokenLimit(rn.cfg) == 0 || rn.m.Committed() {
+func (rn *Run) refineCost() {
+	rn.owner.check()
+	if rerunTokenLimit(rn.p.Config) == 0 || rn.m.Committed() {
 		return
 	}
-	cost := rn.promptTokens
-	if rn.pool.cachedPrefixElsewhere(rn.affinity, rn.m.Tried, rn.now()) {
-		cost = max(0, cost-rn.pool.affinityBytes/bytesPerToken)
-	}
-	rn.m.SetPromptTokens(cost)
+	cached := rn.pool.CachedPrefix(rn.p.Affinity, rn.m.Attempts(), rn.now())
+	rn.m.SetPromptTokens(max(0, rn.cost.promptTokens-cached/bytesPerToken))
 }
 
 // countPromptTokens asks an engine of the pool to count the prompt's tokens, in the
@@ -64,23 +71,24 @@ func (rn *run) refineCost() {
 // its inbox, and the owner starts the first attempt only then, so that whether a rerun is
 // too expensive never depends on how fast the count came back. The owner is not blocked
 // meanwhile: the client leaving or a shutdown is handled as always.
-func (rn *run) countPromptTokens() bool {
-	limit := rerunTokenLimit(rn.cfg)
-	if limit == 0 || rn.promptTokens < limit/2 || rn.promptTokens > 2*limit {
+func (rn *Run) countPromptTokens() bool {
+	rn.owner.check()
+	limit := rerunTokenLimit(rn.p.Config)
+	if limit == 0 || rn.cost.promptTokens < limit/2 || rn.cost.promptTokens > 2*limit {
 		return false
 	}
-	targets := rn.pool.targets()
+	targets := rn.pool.Targets()
 	if len(targets) == 0 {
 		return false
 	}
-	s, req, members, box, parent := rn.s, rn.req, rn.members, rn.inbox, rn.r.Context()
+	client, req, members, box, parent := rn.srv.Engines(), rn.p.Req, rn.p.Members, rn.inbox, rn.p.R.Context()
 	go func() {
 		// One bound for the whole count, however many engines are asked.
 		ctx, cancel := context.WithTimeout(parent, tokenizeTimeout)
 		defer cancel()
 		n := 0
 		for _, tg := range targets {
-			if count, ok := s.tokenize(ctx, tg, req, members); ok {
+			if count, ok := tokenize(ctx, client, tg, req.Model, members); ok {
 				n = count
 				break
 			}
@@ -93,20 +101,33 @@ func (rn *run) countPromptTokens() bool {
 	return true
 }
 
+// promptCounted takes the count countPromptTokens asked for (0: none came) and starts the
+// first attempt if it waited for it.
+func (rn *Run) promptCounted(tokens int) {
+	rn.owner.check()
+	if tokens > 0 {
+		rn.cost.promptTokens = tokens
+	}
+	if rn.cost.waitCount {
+		rn.cost.waitCount = false
+		rn.step(failover.Event{Kind: failover.EvStart})
+	}
+}
+
 // tokenize calls vLLM's (and the simulator's) POST /tokenize with the model and the
-// request's prompt or messages, as the client wrote them (members, of req.Body).
-func (s *Server) tokenize(ctx context.Context, tg target, req *openai.Request, members openai.Members) (int, bool) {
-	body := tokenizeBody(req.Model, members)
+// request's prompt or messages, as the client wrote them (members, of the request's body).
+func tokenize(ctx context.Context, client *http.Client, tg Target, model string, members openai.Members) (int, bool) {
+	body := tokenizeBody(model, members)
 	ctx, cancel := context.WithTimeout(ctx, tokenizeTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url+"/tokenize", body.reader())
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.URL+"/tokenize", body.reader())
 	if err != nil {
 		return 0, false
 	}
 	hr.ContentLength = int64(body.size())
-	tg.setCredentials(hr.Header)
+	SetCredentials(hr.Header, tg.EngineKey, tg.AgentKey)
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(hr)
+	resp, err := client.Do(hr)
 	if err != nil {
 		return 0, false
 	}

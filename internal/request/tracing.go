@@ -1,9 +1,10 @@
-package gateway
+package request
 
 import (
 	"context"
 	"net/http"
 
+	"github.com/fencegate/fencegate/internal/openai"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -18,41 +19,39 @@ import (
 // tracePropagator reads and writes W3C trace context and baggage.
 var tracePropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-const tracerName = "github.com/fencegate/fencegate/internal/gateway"
-
-// startRequestSpan starts the span of a logical request.
-func (rn *run) startRequestSpan() {
-	ctx := tracePropagator.Extract(rn.r.Context(), propagation.HeaderCarrier(rn.r.Header))
-	rn.spanCtx, rn.span = rn.s.tracer.Start(ctx, "fencegate "+rn.req.Endpoint.String(), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("fencegate.request_id", rn.id), attribute.String("gen_ai.request.model", rn.model),
-			attribute.String("fencegate.endpoint", rn.req.Endpoint.String()), attribute.Bool("fencegate.stream", rn.req.Stream)))
+// startRequestSpan starts the span of a logical request received as r.
+func (rc *recorder) startRequestSpan(r *http.Request, req *openai.Request) {
+	ctx := tracePropagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	rc.spanCtx, rc.span = rc.srv.Tracer().Start(ctx, "fencegate "+req.Endpoint.String(), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("fencegate.request_id", rc.id), attribute.String("gen_ai.request.model", rc.model),
+			attribute.String("fencegate.endpoint", req.Endpoint.String()), attribute.Bool("fencegate.stream", req.Stream)))
 }
 
 // endRequestSpan records how the request ended.
-func (rn *run) endRequestSpan(outcome, errCode string) {
-	if rn.span == nil {
+func (rc *recorder) endRequestSpan(outcome, errCode string, attempts, delivered int, committed bool) {
+	if rc.span == nil {
 		return
 	}
-	rn.span.SetAttributes(attribute.String("fencegate.outcome", outcome), attribute.Int("fencegate.attempts", len(rn.attempts)),
-		attribute.Int("fencegate.delivered_output_tokens", rn.m.Delivered()), attribute.Bool("fencegate.first_delta_sent", rn.m.Committed()))
+	rc.span.SetAttributes(attribute.String("fencegate.outcome", outcome), attribute.Int("fencegate.attempts", attempts),
+		attribute.Int("fencegate.delivered_output_tokens", delivered), attribute.Bool("fencegate.first_delta_sent", committed))
 	if errCode != "" {
-		rn.span.SetAttributes(attribute.String("fencegate.error_code", errCode))
-		rn.span.SetStatus(codes.Error, errCode)
+		rc.span.SetAttributes(attribute.String("fencegate.error_code", errCode))
+		rc.span.SetStatus(codes.Error, errCode)
 	}
-	rn.span.End()
+	rc.span.End()
 }
 
 // startAttemptSpan starts an attempt's span and puts its context in the engine request.
-func (rn *run) startAttemptSpan(a *attempt, h http.Header) {
+func (rc *recorder) startAttemptSpan(a *Attempt, h http.Header) {
 	var ctx context.Context
-	ctx, a.span = rn.s.tracer.Start(rn.spanCtx, "fencegate attempt", trace.WithSpanKind(trace.SpanKindClient),
+	ctx, a.span = rc.srv.Tracer().Start(rc.spanCtx, "fencegate attempt", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("fencegate.attempt_id", a.id), attribute.String("fencegate.replica", a.replica),
 			attribute.Int64("fencegate.lease_epoch", int64(a.epoch)), attribute.Int("fencegate.attempt", a.n)))
 	tracePropagator.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
 // endAttemptSpan records how an attempt ended.
-func endAttemptSpan(a *attempt, reason, failure string, cancelled bool) {
+func endAttemptSpan(a *Attempt, reason, failure string, cancelled bool) {
 	if a.span == nil {
 		return
 	}

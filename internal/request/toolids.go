@@ -1,4 +1,4 @@
-package gateway
+package request
 
 import (
 	"crypto/sha256"

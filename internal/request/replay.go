@@ -1,4 +1,4 @@
-package gateway
+package request
 
 // replayBuffer keeps what a keyed request's client received, so that a retry with the same
 // Idempotency-Key is answered with the same bytes. It is bounded: an answer larger than

@@ -1,0 +1,202 @@
+package request
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/agent"
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/store"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// SyncWriteTimeout bounds the synchronous journal writes of a keyed request: its claim,
+// its attempts and its delivery boundary.
+const SyncWriteTimeout = 5 * time.Second
+
+// Attempt is one try of a request on one replica. Its fields are the owner's, except
+// cancel, stop, completed and bufBack, which its reader also uses, and box, through which
+// the pool reaches the owner (ReplicaLost).
+type Attempt struct {
+	n       int
+	id      string
+	replica string
+	url     string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// stop is closed when the attempt ends: its reader stops reporting. completed says
+	// the attempt ended with the answer, so its reader drains the connection for reuse.
+	stop      chan struct{}
+	completed atomic.Bool
+	// bufBack returns the reader's buffer once the owner is done with a read.
+	bufBack chan struct{}
+	box     *inbox
+
+	ended bool
+	rec   store.Attempt
+	dec   sse.Decoder
+	// usage: the engine was asked for per-chunk usage (the gateway strips it again);
+	// counted is the output tokens counted so far per choice index (below 64).
+	usage   bool
+	counted [64]int
+	key     string // the engine's API key
+	// closeAfter: the engine closes the connection after a streamed answer
+	// (Pick.ClosesStreams), so the request asks for the connection to be closed and it is
+	// never pooled.
+	closeAfter bool
+	span       trace.Span // the attempt's span
+	// agent is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
+	agent Agent
+	epoch uint64
+}
+
+// Replica is the replica the attempt runs on.
+func (a *Attempt) Replica() string { return a.replica }
+
+// startAttempt chooses a replica for attempt n (never one this request already tried),
+// sends the request and reports the choice to the machine.
+func (rn *Run) startAttempt(n int, now time.Time) {
+	rn.owner.check()
+	a := &Attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1), box: rn.inbox}
+	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
+	if !ok {
+		var reason failover.EndReason
+		switch {
+		case p.Pinned:
+			reason = failover.NoReplicaPinned
+		case p.Shed:
+			reason = failover.NoReplicaOverloaded
+			rn.srv.Metrics().Shed(rn.rec.model)
+		}
+		rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
+		return
+	}
+	num := rn.p.AttemptBase + n
+	a.id, a.replica, a.url = store.AttemptID(rn.p.ID, num), p.Replica, p.URL
+	if a.agent = p.Agent; a.agent != nil {
+		a.epoch = a.agent.Grant(a.id, now)
+	}
+	a.rec = store.Attempt{ID: a.id, RequestID: rn.p.ID, N: num, Replica: p.Replica, StartedAt: now, LeaseEpoch: a.epoch, ModelRevision: p.Revision}
+	if rn.p.Keyed {
+		// A keyed request may be taken over by another gateway if this one dies; the new
+		// owner must know every attempt that was started, so that it numbers its own after
+		// them and can tell which replica may still be running one. Nothing is sent before
+		// the record is written.
+		ctx, cancel := context.WithTimeout(context.Background(), SyncWriteTimeout)
+		err := rn.srv.Store().Apply(ctx, []store.Mutation{store.UpsertAttempt{Attempt: a.rec}})
+		cancel()
+		if err != nil {
+			rn.pool.Release(a, failover.AttemptInfo{}, false)
+			if a.agent != nil {
+				a.agent.Forget(a.id)
+			}
+			rn.srv.Log().Warn("attempt not journaled, so not sent", "request_id", rn.p.ID, "attempt", a.id, "err", err)
+			rn.queue(failover.Event{Kind: failover.EvAbort, Reason: failover.EndJournalUnavailable,
+				Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(failover.EndJournalUnavailable),
+					Message: "the request journal is unavailable, so the attempt was not started: " + err.Error()}})
+			return
+		}
+	} else {
+		rn.srv.Journal().Submit(store.UpsertAttempt{Attempt: a.rec})
+	}
+	a.dec.Protocol = rn.shape.proto
+	body := clientBody(rn.p.Req.Body)
+	if rn.shape.wantUsage && p.UsagePerChunk {
+		body, a.usage = rn.shape.usageBody(), true
+	}
+	a.key, a.closeAfter = p.Key, p.ClosesStreams && a.agent == nil && rn.p.Req.Stream
+	req, err := rn.upstreamRequest(a, body)
+	if err != nil {
+		// A replica URL that does not make a request: configuration validation prevents
+		// it, so this is a bug; the attempt fails as if the replica refused it.
+		rn.srv.Log().Error("upstream request not built", "request_id", rn.p.ID, "replica", p.Replica, "err", err)
+	}
+	a.ctx, a.cancel = context.WithCancel(rn.p.R.Context())
+	rn.atts.cur = a
+	rn.atts.all = append(rn.atts.all, a)
+	rn.rec.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
+	rn.queue(failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: p.Replica, Fenceable: a.agent != nil})
+	if req == nil {
+		rn.queue(failover.Event{Kind: failover.EvFailed, Attempt: n, Failure: failover.Dead, Reason: failover.EndBadUpstreamURL, Dial: true})
+		return
+	}
+	rn.startReader(a, req.WithContext(a.ctx))
+}
+
+// upstreamRequest builds the engine request of attempt a.
+func (rn *Run) upstreamRequest(a *Attempt, body engineBody) (*http.Request, error) {
+	rn.owner.check()
+	req, err := http.NewRequest(http.MethodPost, a.url+rn.p.Req.Endpoint.Path(), body.reader())
+	if err != nil {
+		return nil, err
+	}
+	// As for a bytes.Reader: the length is known, and the body can be read again (only
+	// by net/http itself, never to resend: see hopHeaders).
+	req.ContentLength = int64(body.size())
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
+	for k, v := range rn.p.R.Header {
+		if !hopHeaders[k] {
+			req.Header[k] = v
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Close = a.closeAfter
+	if rn.p.Req.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	setEngineKey(req.Header, a.key)
+	req.Header.Set("X-Request-Id", rn.p.ID)
+	req.Header.Set(agent.HeaderAttempt, a.id)
+	rn.rec.startAttemptSpan(a, req.Header)
+	if a.agent != nil {
+		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.srv.LeaseTTL(), rn.srv.ID())
+		setAgentKey(req.Header, a.agent.Secret())
+	}
+	return req, nil
+}
+
+// endAttempt is the one place an attempt is torn down (the machine's ActEndAttempt): its
+// reader is stopped, its connection closed (cancel) or left to be reused (completed), its
+// replica slot and lease released, and its end journaled and counted.
+func (rn *Run) endAttempt(act failover.Action, now time.Time) {
+	rn.owner.check()
+	a := rn.attemptN(act.Attempt)
+	if a == nil || a.ended {
+		return
+	}
+	a.ended = true
+	if act.Cancel {
+		a.cancel()
+	} else {
+		a.completed.Store(true)
+	}
+	close(a.stop)
+	info, dispatched := rn.m.Attempt(act.Attempt)
+	rn.pool.Release(a, info, dispatched)
+	rn.rec.attemptEnded(a, act, info, dispatched, now)
+	if a.agent != nil {
+		rn.releaseLease(a, act.Cancel, act.AwaitFence)
+	}
+}
+
+// attemptN returns the attempt the machine numbers n.
+func (rn *Run) attemptN(n int) *Attempt {
+	rn.owner.check()
+	for _, a := range rn.atts.all {
+		if a.n == n {
+			return a
+		}
+	}
+	return nil
+}
+
+// live reports whether a is the attempt the machine listens to.
+func (rn *Run) live(a *Attempt) bool {
+	rn.owner.check()
+	return a == rn.atts.cur && !a.ended && !rn.m.Done()
+}
