@@ -129,6 +129,16 @@ func (rn *Run) upstreamError(a *Attempt, err error) {
 		return
 	}
 	f := upstream.ClassifyError(err)
+	if f.Unsent && !f.Dial {
+		// Not one byte of the request was written: a kept-alive connection was found
+		// broken as the request went out on it, or the request could not be written at
+		// all. The engine cannot have seen it, so, like a failed dial, the rerun is free
+		// (no prefill, no attempt counted against max_attempts); unlike a failed dial,
+		// it says nothing about the replica, which is neither marked dead nor blamed
+		// (Dial keeps the attempt out of its run of failures).
+		rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead, Reason: f.Reason, Dial: true})
+		return
+	}
 	if errors.Is(err, errBodyTooLarge) {
 		f = upstream.Failure{Class: failover.Uncertain, Reason: failover.EndBodyTooLarge}
 	}
