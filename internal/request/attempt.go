@@ -20,7 +20,7 @@ import (
 const SyncWriteTimeout = 5 * time.Second
 
 // Attempt is one try of a request on one replica. Its fields are the owner's, except
-// cancel, stop, completed and bufBack, which its reader also uses, and box, through which
+// cancel, stop, completed and reads, which its reader also uses, and box, through which
 // the pool reaches the owner (ReplicaLost).
 type Attempt struct {
 	n       int
@@ -33,9 +33,10 @@ type Attempt struct {
 	// the attempt ended with the answer, so its reader drains the connection for reuse.
 	stop      chan struct{}
 	completed atomic.Bool
-	// bufBack returns the reader's buffer once the owner is done with a read.
-	bufBack chan struct{}
-	box     *inbox
+	// reads holds a token for each read the reader has made that the owner has not yet
+	// handled and flushed: at most readAhead.
+	reads chan struct{}
+	box   *inbox
 
 	ended bool
 	rec   store.Attempt
@@ -62,7 +63,7 @@ func (a *Attempt) Replica() string { return a.replica }
 // sends the request and reports the choice to the machine.
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
-	a := &Attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1), box: rn.inbox}
+	a := &Attempt{n: n, stop: make(chan struct{}), reads: make(chan struct{}, readAhead), box: rn.inbox}
 	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
 	if !ok {
 		var reason failover.EndReason

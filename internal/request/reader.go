@@ -36,7 +36,7 @@ const (
 type upMsg struct {
 	a      *Attempt
 	kind   upKind
-	buf    *[]byte // upData: the reader's buffer; the owner hands it back (Attempt.bufBack)
+	buf    *[]byte // upData: a buffer of the read buffers' pool; the owner puts it back
 	n      int
 	body   []byte
 	status int
@@ -46,8 +46,8 @@ type upMsg struct {
 
 // reader performs one attempt's HTTP exchange in its own goroutine and reports what comes
 // back to the owner. It touches nothing of the request but the attempt's channels (stop,
-// bufBack), its context, its completed flag and its cancel function, and the owner's
-// channel up. It reads the engine's connection itself (upstream.Client): no other goroutine
+// reads), its context, its completed flag and its cancel function, and the owner's channel
+// up. It reads the engine's connection itself (upstream.Client): no other goroutine
 // stands between the socket and the owner.
 type reader struct {
 	a       *Attempt
@@ -67,8 +67,12 @@ func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 }
 
 // read performs the attempt's HTTP exchange and reports what comes back, one read at a
-// time. The channel to the owner is small, so a client that reads slowly slows this reader
-// and, through TCP, the engine, instead of making the gateway buffer the answer.
+// time. The owner holds at most readAhead reads of an attempt, so a client that reads
+// slowly slows this reader and, through TCP, the engine, instead of making the gateway
+// buffer the answer: what arrives meanwhile waits in the socket and comes in one read, so a
+// busy stream is forwarded in batches, one flush each. While the owner handles one read the
+// reader may make the next, so a stream that comes a token at a time costs two wake-ups per
+// token (the reader's by the engine, the owner's by the reader), not three.
 //
 // The client never sends the request twice (docs/design.md §3): an error of Do is the
 // attempt's failure, with how much of the request was written, and the machine decides.
@@ -96,23 +100,28 @@ func (r reader) read(req *upstream.Request) {
 		}
 		r.report(upMsg{kind: upBody, body: body})
 	default:
-		buf := r.bufs.Get().(*[]byte)
-		defer r.bufs.Put(buf)
 		for {
+			// Room for one more read first: the owner holds at most readAhead of this
+			// attempt's reads. Then the engine: a stream that is waiting for its next token
+			// waits here, holding no buffer.
+			select {
+			case a.reads <- struct{}{}:
+			case <-a.stop:
+				return
+			}
+			resp.Wait()
+			buf := r.bufs.Get().(*[]byte)
 			n, err := resp.Read(*buf)
 			if n > 0 {
-				// The owner hands the buffer back once it has decoded it and flushed the
-				// client, and only then is the next read made: what arrives meanwhile
-				// waits in the socket and comes in one read, so a busy stream is forwarded
-				// in batches, one flush each, instead of one flush per event.
+				// The owner returns the buffer to the pool, and the read's room, once it has
+				// decoded it and flushed the client.
 				if !r.report(upMsg{kind: upData, buf: buf, n: n}) {
+					r.bufs.Put(buf)
 					return
 				}
-				select {
-				case <-a.bufBack:
-				case <-a.stop:
-					return
-				}
+			} else {
+				r.bufs.Put(buf)
+				<-a.reads
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {

@@ -17,7 +17,7 @@ func (rn *Run) onUpstream(msg upMsg) {
 	rn.owner.check()
 	a := msg.a
 	if msg.kind == upData {
-		rn.atts.handBack = append(rn.atts.handBack, a)
+		rn.atts.handBack = append(rn.atts.handBack, heldRead{a, msg.buf})
 	}
 	if !rn.live(a) {
 		return

@@ -29,6 +29,8 @@ type conn struct {
 	peek     func(fd uintptr) bool
 	peekBuf  [1]byte
 	peekDead bool
+	// ready waits for the socket to be readable (Response.Wait); nil under TLS.
+	ready func(fd uintptr) bool
 
 	// The pool's, under its mutex.
 	idle      bool
