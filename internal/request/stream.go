@@ -136,6 +136,11 @@ func (rn *Run) upstreamError(a *Attempt, err error) {
 		// (no prefill, no attempt counted against max_attempts); unlike a failed dial,
 		// it says nothing about the replica, which is neither marked dead nor blamed
 		// (Dial keeps the attempt out of its run of failures).
+		if errors.Is(err, upstream.ErrInvalidRequest) {
+			// The gateway built a request its client refuses (a replica URL or a header
+			// the configuration let through): a bug, not the replica's fault.
+			rn.srv.Log().Error("engine request not written", "request_id", rn.p.ID, "attempt", a.id, "err", err)
+		}
 		rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead, Reason: f.Reason, Dial: true})
 		return
 	}
