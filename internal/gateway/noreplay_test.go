@@ -10,9 +10,9 @@ import (
 
 // The engine sees exactly the attempts the journal shows. An engine that dies having read
 // a request (it closes a kept-alive connection without answering) must not be sent that
-// request again by the HTTP transport behind the machine's back: Go's transport resends a
-// POST on a new connection when it carries Idempotency-Key or X-Idempotency-Key, so the
-// gateway strips both before the request reaches it.
+// request again by the HTTP client behind the machine's back: the attempts' client never
+// resends a request, and Idempotency-Key and X-Idempotency-Key, with which Go's transport
+// would resend a POST on a new connection, are stripped before the request goes out.
 func TestNoTransportLevelReplay(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	// Kept-alive connections to both replicas, so the next request reuses one.

@@ -32,11 +32,15 @@ type Server struct {
 	// live is what the configuration currently says (models and their pools, keys, policy);
 	// a reload swaps it, and a request keeps the one it started with. boot is the
 	// configuration the gateway started with, for what only a restart changes.
-	live    atomic.Pointer[live]
-	boot    *config.Config
-	client  *http.Client
-	store   store.Store
-	journal *store.Journal
+	live   atomic.Pointer[live]
+	boot   *config.Config
+	client *http.Client
+	// attempts sends the attempts of requests to engines and agents: it never resends a
+	// request, and its responses are read in the attempt's reader (docs/design.md §6). The
+	// rest (probes, scrapes, the canary, tokenize) use client.
+	attempts *upstream.Client
+	store    store.Store
+	journal  *store.Journal
 	// gatewayID names this gateway as the owner of the requests it runs.
 	gatewayID string
 	log       *slog.Logger
@@ -115,6 +119,11 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 		configPath: opt.ConfigPath,
 		loadConfig: opt.LoadConfig,
 	}
+	attempts, err := upstream.New(upstream.Options{Dial: opt.Dial, DialTimeout: cfg.Health.DialTimeout.D()})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.attempts = attempts
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -334,6 +343,7 @@ func (s *Server) Close() error {
 		s.background.Wait()
 	}
 	s.client.CloseIdleConnections()
+	s.attempts.CloseIdle()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := s.journal.Close(ctx)

@@ -2,7 +2,6 @@ package request
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/fencegate/fencegate/internal/store"
+	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -20,7 +20,7 @@ import (
 const SyncWriteTimeout = 5 * time.Second
 
 // Attempt is one try of a request on one replica. Its fields are the owner's, except
-// cancel, stop, completed and bufBack, which its reader also uses, and box, through which
+// cancel, stop, completed and reads, which its reader also uses, and box, through which
 // the pool reaches the owner (ReplicaLost).
 type Attempt struct {
 	n       int
@@ -33,9 +33,10 @@ type Attempt struct {
 	// the attempt ended with the answer, so its reader drains the connection for reuse.
 	stop      chan struct{}
 	completed atomic.Bool
-	// bufBack returns the reader's buffer once the owner is done with a read.
-	bufBack chan struct{}
-	box     *inbox
+	// reads holds a token for each read the reader has made that the owner has not yet
+	// handled and flushed: at most readAhead.
+	reads chan struct{}
+	box   *inbox
 
 	ended bool
 	rec   store.Attempt
@@ -62,7 +63,7 @@ func (a *Attempt) Replica() string { return a.replica }
 // sends the request and reports the choice to the machine.
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
-	a := &Attempt{n: n, stop: make(chan struct{}), bufBack: make(chan struct{}, 1), box: rn.inbox}
+	a := &Attempt{n: n, stop: make(chan struct{}), reads: make(chan struct{}, readAhead), box: rn.inbox}
 	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
 	if !ok {
 		var reason failover.EndReason
@@ -110,54 +111,43 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 		body, a.usage = rn.shape.usageBody(), true
 	}
 	a.key, a.closeAfter = p.Key, p.ClosesStreams && a.agent == nil && rn.p.Req.Stream
-	req, err := rn.upstreamRequest(a, body)
-	if err != nil {
-		// A replica URL that does not make a request: configuration validation prevents
-		// it, so this is a bug; the attempt fails as if the replica refused it.
-		rn.srv.Log().Error("upstream request not built", "request_id", rn.p.ID, "replica", p.Replica, "err", err)
-	}
+	req := rn.upstreamRequest(a, body)
 	a.ctx, a.cancel = context.WithCancel(rn.p.R.Context())
 	rn.atts.cur = a
 	rn.atts.all = append(rn.atts.all, a)
 	rn.rec.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	rn.queue(failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: p.Replica, Fenceable: a.agent != nil})
-	if req == nil {
-		rn.queue(failover.Event{Kind: failover.EvFailed, Attempt: n, Failure: failover.Dead, Reason: failover.EndBadUpstreamURL, Dial: true})
-		return
-	}
-	rn.startReader(a, req.WithContext(a.ctx))
+	rn.startReader(a, req)
 }
 
-// upstreamRequest builds the engine request of attempt a.
-func (rn *Run) upstreamRequest(a *Attempt, body engineBody) (*http.Request, error) {
+// upstreamRequest builds the engine request of attempt a. The body is the client's bytes,
+// in the parts the engine body holds them, written as they are (upstream.Request.More).
+func (rn *Run) upstreamRequest(a *Attempt, body engineBody) *upstream.Request {
 	rn.owner.check()
-	req, err := http.NewRequest(http.MethodPost, a.url+rn.p.Req.Endpoint.Path(), body.reader())
-	if err != nil {
-		return nil, err
-	}
-	// As for a bytes.Reader: the length is known, and the body can be read again (only
-	// by net/http itself, never to resend: see hopHeaders).
-	req.ContentLength = int64(body.size())
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
+	h := make(http.Header, len(rn.p.R.Header)+8)
 	for k, v := range rn.p.R.Header {
 		if !hopHeaders[k] {
-			req.Header[k] = v
+			h[k] = v
 		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Close = a.closeAfter
+	h.Set("Content-Type", "application/json")
 	if rn.p.Req.Stream {
-		req.Header.Set("Accept", "text/event-stream")
+		h.Set("Accept", "text/event-stream")
 	}
-	setEngineKey(req.Header, a.key)
-	req.Header.Set("X-Request-Id", rn.p.ID)
-	req.Header.Set(agent.HeaderAttempt, a.id)
-	rn.rec.startAttemptSpan(a, req.Header)
+	setEngineKey(h, a.key)
+	h.Set("X-Request-Id", rn.p.ID)
+	h.Set(agent.HeaderAttempt, a.id)
+	rn.rec.startAttemptSpan(a, h)
 	if a.agent != nil {
-		agent.SetLeaseHeaders(req.Header, a.id, a.epoch, rn.srv.LeaseTTL(), rn.srv.ID())
-		setAgentKey(req.Header, a.agent.Secret())
+		agent.SetLeaseHeaders(h, a.id, a.epoch, rn.srv.LeaseTTL(), rn.srv.ID())
+		setAgentKey(h, a.agent.Secret())
 	}
-	return req, nil
+	req := &upstream.Request{Method: http.MethodPost, Base: a.url, Path: rn.p.Req.Endpoint.Path(), Header: h,
+		Body: body.parts[0], Close: a.closeAfter}
+	if len(body.parts[1]) > 0 || len(body.parts[2]) > 0 {
+		req.More = body.parts[1:]
+	}
+	return req
 }
 
 // endAttempt is the one place an attempt is torn down (the machine's ActEndAttempt): its

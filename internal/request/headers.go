@@ -7,11 +7,13 @@ import (
 )
 
 // hopHeaders are not forwarded from the client to the engine: hop-by-hop headers, the
-// gateway's own credentials and headers the transport sets itself. Idempotency-Key and
-// X-Idempotency-Key must never reach the transport: with either, Go's HTTP client treats a
-// POST as replayable and silently resends it on a new connection when a reused one fails
-// after the request was written — an attempt that the machine, the journal and
-// max_attempts would never see.
+// gateway's own credentials and headers the client sets itself. Idempotency-Key and
+// X-Idempotency-Key are the gateway's business, not the engine's: an HTTP client that
+// honours them (Go's net/http treats such a POST as replayable and silently resends it on
+// a new connection when a reused one fails after the request was written) would run an
+// attempt that the machine, the journal and max_attempts never see. The attempts' client
+// never resends anything (upstream.Client); the headers are stripped all the same, so that
+// no client or proxy on the way can.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,

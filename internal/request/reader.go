@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Limits on what the gateway reads from an engine.
@@ -34,7 +36,7 @@ const (
 type upMsg struct {
 	a      *Attempt
 	kind   upKind
-	buf    *[]byte // upData: the reader's buffer; the owner hands it back (Attempt.bufBack)
+	buf    *[]byte // upData: a buffer of the read buffers' pool; the owner puts it back
 	n      int
 	body   []byte
 	status int
@@ -42,44 +44,53 @@ type upMsg struct {
 	err    error
 }
 
-// reader performs one attempt's HTTP call in its own goroutine and reports what comes back
-// to the owner. It touches nothing of the request but the attempt's channels (stop,
-// bufBack), its completed flag and its cancel function, and the owner's channel up.
+// reader performs one attempt's HTTP exchange in its own goroutine and reports what comes
+// back to the owner. It touches nothing of the request but the attempt's channels (stop,
+// reads), its context, its completed flag and its cancel function, and the owner's channel
+// up. It reads the engine's connection itself (upstream.Client): no other goroutine
+// stands between the socket and the owner.
 type reader struct {
 	a       *Attempt
 	up      chan<- upMsg
-	client  *http.Client
+	client  *upstream.Client
 	bufs    *sync.Pool
 	stream  bool
 	readers *sync.WaitGroup
 }
 
 // startReader sends req for attempt a in a new goroutine.
-func (rn *Run) startReader(a *Attempt, req *http.Request) {
+func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 	rn.owner.check()
 	rn.atts.readers.Add(1)
-	r := reader{a: a, up: rn.atts.up, client: rn.srv.Engines(), bufs: rn.srv.ReadBuffers(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
+	r := reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), bufs: rn.srv.ReadBuffers(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
 	go r.read(req)
 }
 
-// read performs the attempt's HTTP call and reports what comes back, one read at a time.
-// The channel to the owner is small, so a client that reads slowly slows this reader and,
-// through TCP, the engine, instead of making the gateway buffer the answer.
-func (r reader) read(req *http.Request) {
+// read performs the attempt's HTTP exchange and reports what comes back, one read at a
+// time. The owner holds at most readAhead reads of an attempt, so a client that reads
+// slowly slows this reader and, through TCP, the engine, instead of making the gateway
+// buffer the answer: what arrives meanwhile waits in the socket and comes in one read, so a
+// busy stream is forwarded in batches, one flush each. While the owner handles one read the
+// reader may make the next, so a stream that comes a token at a time costs two wake-ups per
+// token (the reader's by the engine, the owner's by the reader), not three.
+//
+// The client never sends the request twice (docs/design.md §3): an error of Do is the
+// attempt's failure, with how much of the request was written, and the machine decides.
+func (r reader) read(req *upstream.Request) {
 	defer r.readers.Done()
 	a := r.a
-	resp, err := r.client.Do(req)
+	resp, err := r.client.Do(a.ctx, req)
 	if err != nil {
 		r.report(upMsg{kind: upFailed, err: err})
 		return
 	}
-	defer r.closeBody(resp.Body)
+	defer r.closeBody(resp)
 	switch {
-	case resp.StatusCode != http.StatusOK:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxEngineErrorBody))
-		r.report(upMsg{kind: upStatus, status: resp.StatusCode, header: resp.Header, body: body})
+	case resp.Status != http.StatusOK:
+		body, _ := io.ReadAll(io.LimitReader(resp, maxEngineErrorBody))
+		r.report(upMsg{kind: upStatus, status: resp.Status, header: resp.Header.HTTP(), body: body})
 	case !r.stream:
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxEngineBody+1))
+		body, err := io.ReadAll(io.LimitReader(resp, maxEngineBody+1))
 		if err == nil && len(body) > maxEngineBody {
 			err = errBodyTooLarge
 		}
@@ -89,23 +100,28 @@ func (r reader) read(req *http.Request) {
 		}
 		r.report(upMsg{kind: upBody, body: body})
 	default:
-		buf := r.bufs.Get().(*[]byte)
-		defer r.bufs.Put(buf)
 		for {
-			n, err := resp.Body.Read(*buf)
+			// Room for one more read first: the owner holds at most readAhead of this
+			// attempt's reads. Then the engine: a stream that is waiting for its next token
+			// waits here, holding no buffer.
+			select {
+			case a.reads <- struct{}{}:
+			case <-a.stop:
+				return
+			}
+			resp.Wait()
+			buf := r.bufs.Get().(*[]byte)
+			n, err := resp.Read(*buf)
 			if n > 0 {
-				// The owner hands the buffer back once it has decoded it and flushed the
-				// client, and only then is the next read made: what arrives meanwhile
-				// waits in the socket and comes in one read, so a busy stream is forwarded
-				// in batches, one flush each, instead of one flush per event.
+				// The owner returns the buffer to the pool, and the read's room, once it has
+				// decoded it and flushed the client.
 				if !r.report(upMsg{kind: upData, buf: buf, n: n}) {
+					r.bufs.Put(buf)
 					return
 				}
-				select {
-				case <-a.bufBack:
-				case <-a.stop:
-					return
-				}
+			} else {
+				r.bufs.Put(buf)
+				<-a.reads
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
@@ -130,17 +146,18 @@ func (r reader) report(m upMsg) bool {
 	}
 }
 
-// closeBody ends the attempt's response. A completed answer may not be at EOF yet (the
-// chunked terminator after [DONE]); reading it, bounded, lets the transport reuse the
-// connection for the next request instead of dialling a new one. A cancelled attempt's
-// connection is closed, which is how the engine learns the request was abandoned.
-func (r reader) closeBody(body io.ReadCloser) {
+// closeBody ends the attempt's response. A completed answer may not be at its end yet (the
+// chunked terminator after [DONE]); reading it, bounded, puts the connection back in the
+// pool for the next request instead of dialling a new one. A response not read to its end
+// closes its connection, which is how the engine learns the request was abandoned; a
+// cancelled attempt's connection was closed already, by its context.
+func (r reader) closeBody(resp *upstream.Response) {
 	a := r.a
 	if a.completed.Load() {
 		stop := time.AfterFunc(maxDrainWait, a.cancel)
-		io.CopyN(io.Discard, body, maxDrain)
+		io.CopyN(io.Discard, resp, maxDrain)
 		stop.Stop()
 	}
-	body.Close()
+	resp.Close()
 	a.cancel()
 }

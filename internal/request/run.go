@@ -77,13 +77,23 @@ type attempts struct {
 	// up carries the readers' reports; readers counts the readers still running.
 	up      chan upMsg
 	readers sync.WaitGroup
-	// handBack are attempts whose read buffer the owner still holds.
-	handBack []*Attempt
+	// handBack are the reads the owner has handled since the last flush.
+	handBack []heldRead
+}
+
+// heldRead is a read of attempt a whose buffer the owner holds until the client is flushed.
+type heldRead struct {
+	a   *Attempt
+	buf *[]byte
 }
 
 // upDepth is the number of reports an attempt's reader may have waiting for its owner: a
 // read and the end of the stream that came with it.
 const upDepth = 2
+
+// readAhead is the reads of an attempt the owner may hold at once: while it handles one,
+// the reader waits for the next.
+const readAhead = 2
 
 // New builds the owner of a request and its failover machine. The goroutine that calls it
 // owns the request, and must call Serve.
@@ -179,14 +189,16 @@ func (rn *Run) Serve() End {
 	return rn.rec.end
 }
 
-// handBackBuffers returns the buffers of the reads handled since the last flush to their
-// readers, which may then read again.
+// handBackBuffers returns the buffers of the reads handled since the last flush to the
+// pool, and their room to their readers, which may then read again.
 func (rn *Run) handBackBuffers() {
 	rn.owner.check()
-	for _, a := range rn.atts.handBack {
+	bufs := rn.srv.ReadBuffers()
+	for _, h := range rn.atts.handBack {
+		bufs.Put(h.buf)
 		select {
-		case a.bufBack <- struct{}{}:
-		default: // the reader stopped
+		case <-h.a.reads:
+		default:
 		}
 	}
 	clear(rn.atts.handBack)

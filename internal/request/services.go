@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/store"
+	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -25,8 +26,12 @@ type Server interface {
 	Journal() Journal
 	// Store takes the synchronous writes of a keyed request: its attempts, its boundary.
 	Store() Store
-	// Engines is the HTTP client to replicas and agents.
+	// Engines is the net/http client to replicas and agents, for a request's calls beside
+	// its attempts (the tokenize call that prices a rerun).
 	Engines() *http.Client
+	// Attempts is the client attempts are sent with: it never sends a request twice, and
+	// its responses are read in the attempt's reader, straight from the connection.
+	Attempts() *upstream.Client
 	// ReadBuffers lends the readers of streams their buffers (*[]byte, each at least
 	// upstream.ReadBufferSize bytes).
 	ReadBuffers() *sync.Pool

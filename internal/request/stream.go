@@ -17,7 +17,7 @@ func (rn *Run) onUpstream(msg upMsg) {
 	rn.owner.check()
 	a := msg.a
 	if msg.kind == upData {
-		rn.atts.handBack = append(rn.atts.handBack, a)
+		rn.atts.handBack = append(rn.atts.handBack, heldRead{a, msg.buf})
 	}
 	if !rn.live(a) {
 		return
@@ -129,6 +129,21 @@ func (rn *Run) upstreamError(a *Attempt, err error) {
 		return
 	}
 	f := upstream.ClassifyError(err)
+	if f.Unsent && !f.Dial {
+		// Not one byte of the request was written: a kept-alive connection was found
+		// broken as the request went out on it, or the request could not be written at
+		// all. The engine cannot have seen it, so, like a failed dial, the rerun is free
+		// (no prefill, no attempt counted against max_attempts); unlike a failed dial,
+		// it says nothing about the replica, which is neither marked dead nor blamed
+		// (Dial keeps the attempt out of its run of failures).
+		if errors.Is(err, upstream.ErrInvalidRequest) {
+			// The gateway built a request its client refuses (a replica URL or a header
+			// the configuration let through): a bug, not the replica's fault.
+			rn.srv.Log().Error("engine request not written", "request_id", rn.p.ID, "attempt", a.id, "err", err)
+		}
+		rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: failover.Dead, Reason: f.Reason, Dial: true})
+		return
+	}
 	if errors.Is(err, errBodyTooLarge) {
 		f = upstream.Failure{Class: failover.Uncertain, Reason: failover.EndBodyTooLarge}
 	}

@@ -136,9 +136,12 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := req.Body
-	if len(body) <= inlineBody {
-		head, body = append(head, body...), nil
+	inline := req.bodySize() <= inlineBody
+	if inline {
+		head = append(head, req.Body...)
+		for _, p := range req.More {
+			head = append(head, p...)
+		}
 	}
 	*wb = head
 	if err := ctx.Err(); err != nil {
@@ -154,7 +157,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	if ctx.Done() != nil {
 		r.stop = context.AfterFunc(ctx, cn.abort)
 	}
-	if n, err := write(cn, head, body); err != nil {
+	if n, err := write(cn, head, req, inline); err != nil {
 		sent := SentPart
 		if n == 0 {
 			sent = SentNothing
@@ -167,15 +170,22 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	return r, nil
 }
 
-// write writes the request's head, with a small body appended to it, then a large body
-// straight from the caller's slice. It returns the bytes written.
-func write(cn *conn, head, body []byte) (int, error) {
-	n, err := cn.nc.Write(head)
-	if err != nil || len(body) == 0 {
-		return n, err
+// write writes the request: its head, with a small body appended to it (inline), or else
+// the head then a large body's parts straight from the caller's slices, in one writev on a
+// TCP connection. It returns the bytes written.
+func write(cn *conn, head []byte, req *Request, inline bool) (int, error) {
+	if inline {
+		return cn.nc.Write(head)
 	}
-	m, err := cn.nc.Write(body)
-	return n + m, err
+	out := make(net.Buffers, 0, 2+len(req.More))
+	out = append(out, head, req.Body)
+	for _, p := range req.More {
+		if len(p) > 0 {
+			out = append(out, p)
+		}
+	}
+	n, err := out.WriteTo(cn.nc)
+	return int(n), err
 }
 
 // dial opens a connection to t, with TLS for an https replica.

@@ -852,6 +852,32 @@ func TestClientLargeBodiesHeadsAndTrailers(t *testing.T) {
 		}
 	})
 
+	// A body in parts (the client's bytes around a replaced member) reaches the engine
+	// joined, under one Content-Length: small, copied after the head; large, written from
+	// the parts themselves.
+	for _, size := range []int{100, 1 << 20} {
+		t.Run(fmt.Sprintf("body of %d bytes in parts", size), func(t *testing.T) {
+			e := startSSE(t, sseEvents(1))
+			c := newClient(t, Options{})
+			whole := `{"messages":[{"role":"user","content":"` + strings.Repeat("x", size) + `"}],"stream":true}`
+			cut := strings.LastIndexByte(whole, '}')
+			req := postTo(e.srv.URL)
+			req.Body = []byte(whole[:cut])
+			req.More = [][]byte{nil, []byte(`,"stream_options":{"include_usage":true}`), []byte(whole[cut:])}
+			want := whole[:cut] + `,"stream_options":{"include_usage":true}` + whole[cut:]
+			resp, err := c.Do(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readAll(resp, 8<<10); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.last.Load(); got.body != want || got.contentLength != int64(len(want)) {
+				t.Fatalf("the engine read %d bytes (Content-Length %d), want %d", len(got.body), got.contentLength, len(want))
+			}
+		})
+	}
+
 	big := strings.Repeat("b", 20<<10)
 	responses := []string{
 		"HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 2\r\n\r\nok",

@@ -9,3 +9,5 @@ import "net"
 func (c *conn) initPeek(net.Conn) {}
 
 func (c *conn) idleBroken() bool { return false }
+
+func (c *conn) waitReadable() {}

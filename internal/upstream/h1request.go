@@ -22,9 +22,22 @@ type Request struct {
 	Header http.Header
 	// Body is sent with its Content-Length (also when empty, for POST, PUT and PATCH).
 	Body []byte
+	// More are further parts of the body, sent after Body in order, as if joined: a body
+	// held as slices of a larger one (a client's request with one member replaced) is
+	// written with one writev instead of being copied into one slice first.
+	More [][]byte
 	// Close asks the engine to close the connection after the response, and the client
 	// never pools it.
 	Close bool
+}
+
+// bodySize is the length of Body and More together.
+func (req *Request) bodySize() int {
+	n := len(req.Body)
+	for _, p := range req.More {
+		n += len(p)
+	}
+	return n
 }
 
 // target is what a Base says about where and how to connect.
@@ -91,9 +104,9 @@ func appendHead(b []byte, req *Request, host string) ([]byte, error) {
 			b = append(b, "\r\n"...)
 		}
 	}
-	if req.Body != nil || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+	if req.Body != nil || len(req.More) > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, int64(len(req.Body)), 10)
+		b = strconv.AppendInt(b, int64(req.bodySize()), 10)
 		b = append(b, "\r\n"...)
 	}
 	if req.Close {

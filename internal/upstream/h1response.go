@@ -204,6 +204,20 @@ func (r *Response) Read(p []byte) (int, error) {
 	}
 }
 
+// Wait returns once a Read would find something without waiting on the engine: body bytes
+// already read from the connection, or a socket with something to read (bytes, the
+// engine's FIN or reset), or an exchange that is over (its context ended, the body read).
+// A reader of a slow stream waits here rather than in Read, so that it holds no buffer
+// while the engine has nothing to say. Where the socket cannot be watched (TLS, which may
+// hold bytes it has already decrypted; a connection that is not a socket) it returns at
+// once, and the Read that follows waits.
+func (r *Response) Wait() {
+	if r.err != nil || r.cn == nil || r.cn.r < r.cn.w {
+		return
+	}
+	r.cn.waitReadable()
+}
+
 // readErr is a failed body read: the end of a body delimited by the connection's close,
 // or an error.
 func (r *Response) readErr(err error) error {
