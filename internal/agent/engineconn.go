@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/upstream"
+	"github.com/tidwall/gjson"
 )
 
 // engineDialTimeout bounds connecting to the engine, which runs on the same
@@ -30,6 +31,14 @@ func newEngineClient() (*upstream.Client, error) {
 // and header. When ctx ends (the attempt is aborted or finished) the
 // connection is closed, which unblocks any read. The caller must Close the
 // response.
+//
+// A streamed request to a generic engine is sent with "Connection: close"
+// and its connection never pooled: llama.cpp's server, a generic engine to
+// the agent, closes the connection after every streamed answer while offering
+// keep-alive, and a request written on it before that close is read would
+// fail having reached no engine, or one that then died, which no one can tell
+// apart (docs/design.md §3; the gateway does the same for llama.cpp). vLLM and
+// SGLang keep their connections.
 func (a *Agent) callEngine(ctx context.Context, r *http.Request, body []byte) (*upstream.Response, error) {
 	h := make(http.Header, len(r.Header))
 	copyRequestHeaders(h, r.Header)
@@ -39,6 +48,7 @@ func (a *Agent) callEngine(ctx context.Context, r *http.Request, body []byte) (*
 		Path:   a.enginePathFor(r.URL),
 		Header: h,
 		Body:   body,
+		Close:  a.cfg.EngineKind == KindGeneric && gjson.GetBytes(body, "stream").Bool(),
 	}
 	resp, err := a.engineClient.Do(ctx, req)
 	if err != nil {

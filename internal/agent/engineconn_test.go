@@ -85,7 +85,7 @@ func TestEngineConnectionsKeptAliveAbortClosesOnlyItsOwn(t *testing.T) {
 	}
 
 	clock := newFakeClock() // frozen: no lease expires
-	a := startAgent(t, Config{Engine: srv.URL, Now: clock.Now})
+	a := startAgent(t, Config{Engine: srv.URL, EngineKind: KindVLLM, Now: clock.Now})
 	hc := newHTTPClient(t)
 	whole := func(id string) {
 		t.Helper()
@@ -162,5 +162,57 @@ func TestEngineConnectionsKeptAliveAbortClosesOnlyItsOwn(t *testing.T) {
 	whole("e")
 	if get("e").remote != d.remote {
 		t.Fatalf("after hold-d ended, e came on %s, not hold-d's kept connection %s", get("e").remote, d.remote)
+	}
+}
+
+// A streamed request to a generic engine (llama.cpp's server among them,
+// which closes after every streamed answer while offering keep-alive) asks
+// for the connection to be closed and is never pooled; a non-stream one is.
+func TestGenericEngineStreamsNotPooled(t *testing.T) {
+	type seen struct {
+		remote string
+		close  bool
+	}
+	got := make(chan seen, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- seen{r.RemoteAddr, r.Close}
+		if r.Header.Get(HeaderAttempt) == "s" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	a := startAgent(t, Config{Engine: srv.URL})
+	hc := newHTTPClient(t)
+	send := func(id, body string) seen {
+		t.Helper()
+		resp, err := post(t, testContext(t), hc, a.URL(), "/v1/completions", []byte(body), &leased{id, 1, time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d, %v", id, resp.StatusCode, err)
+		}
+		waitEnded(t, a, id)
+		return <-got
+	}
+	n1 := send("n1", `{}`)
+	n2 := send("n2", `{}`)
+	s := send("s", `{"stream":true}`)
+	n3 := send("n3", `{}`)
+	if n1.close || n2.close || n1.remote != n2.remote {
+		t.Fatalf("non-stream requests: %+v, %+v: want one kept-alive connection", n1, n2)
+	}
+	if !s.close || n3.remote == s.remote {
+		t.Fatalf("stream %+v, then %+v: want Connection: close and a connection not reused", s, n3)
 	}
 }
