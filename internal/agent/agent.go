@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Agent is one running agent. Start it with Start; stop it with Close.
@@ -29,9 +30,14 @@ type Agent struct {
 	srv   *http.Server
 	proxy *httputil.ReverseProxy // every unfenced request
 	// client carries the scrape, unfenced requests and SGLang aborts. Fenced
-	// data requests never use it: each one dials a connection of its own,
-	// so aborting it closes exactly that connection (see engineConn).
+	// data requests never use it: they go through engineClient, whose
+	// responses are read in the handler's goroutine and close exactly their
+	// own connection when aborted (see newEngineClient).
 	client *http.Client
+	// engineClient carries fenced data requests, on pooled keep-alive
+	// connections to engineBase ("http(s)://host:port").
+	engineClient *upstream.Client
+	engineBase   string
 
 	life     context.Context // ends when Close begins
 	stopLife context.CancelFunc
@@ -73,6 +79,10 @@ func Start(cfg Config) (*Agent, error) {
 		}
 		cfg.Logger.Info("model directory hashed", "dir", cfg.ModelDir, "content_sha256", content, "files", files)
 	}
+	engineClient, err := newEngineClient()
+	if err != nil {
+		return nil, fmt.Errorf("agent: engine client: %w", err)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen on %s: %w", cfg.Listen, err)
@@ -85,16 +95,18 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	life, stopLife := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:      cfg,
-		engine:   engine,
-		log:      cfg.Logger,
-		ln:       ln,
-		client:   &http.Client{Transport: transport},
-		life:     life,
-		stopLife: stopLife,
-		live:     make(map[string]*attempt),
-		ended:    make(map[string]AttemptInfo),
-		content:  content,
+		cfg:          cfg,
+		engine:       engine,
+		log:          cfg.Logger,
+		ln:           ln,
+		client:       &http.Client{Transport: transport},
+		life:         life,
+		stopLife:     stopLife,
+		live:         make(map[string]*attempt),
+		ended:        make(map[string]AttemptInfo),
+		content:      content,
+		engineClient: engineClient,
+		engineBase:   engine.Scheme + "://" + engine.Host,
 	}
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
 	a.proxy = a.newPassthrough(transport)
@@ -200,6 +212,7 @@ func (a *Agent) Close() error {
 	}
 	a.wg.Wait()
 	a.client.CloseIdleConnections()
+	a.engineClient.CloseIdle()
 	if err != nil {
 		return fmt.Errorf("agent: closing the server: %w", err)
 	}

@@ -28,7 +28,7 @@ type attempt struct {
 	started time.Time
 
 	// ctx is the engine request's context; abort cancels it, which closes
-	// the engine connection (see engineConn).
+	// the engine connection (see newEngineClient).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// rc reaches the downstream connection, so an abort can also unblock a

@@ -25,10 +25,12 @@
 // logical request (including one named by an earlier cancel) is refused with
 // 409 {"error":{"code":"stale_lease_epoch",...}} and the engine is not called;
 // a newer epoch supersedes every older lease of the same logical request. The
-// request goes to the engine on a connection of its own, with the
-// X-Fencegate-* headers removed except X-Fencegate-Attempt (and, with
-// --engine-kind sglang, "rid":"<attempt id>" set in the JSON body). The
-// engine's response comes back as the engine wrote it, except that:
+// request goes to the engine on a kept-alive connection that carries it
+// alone until its response ends (a stream to a generic engine on one closed
+// after it), with the X-Fencegate-* headers removed except
+// X-Fencegate-Attempt (and, with --engine-kind sglang, "rid":"<attempt id>"
+// set in the JSON body). The engine's response comes back as the engine wrote
+// it, except that:
 //
 //   - a stream (text/event-stream: every API's, named events included) is
 //     split into events and the lease is checked before each event is

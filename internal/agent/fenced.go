@@ -93,7 +93,7 @@ func (a *Agent) proxyAttempt(w http.ResponseWriter, r *http.Request, at *attempt
 			return EndBadRequest, false
 		}
 	}
-	call, err := a.callEngine(at.ctx, r, body)
+	resp, err := a.callEngine(at.ctx, r, body)
 	if err != nil {
 		if at.ctx.Err() != nil {
 			return EndClientGone, true
@@ -104,12 +104,15 @@ func (a *Agent) proxyAttempt(w http.ResponseWriter, r *http.Request, at *attempt
 		writeError(w, http.StatusBadGateway, "engine_unreachable", err.Error())
 		return EndEngineError, false
 	}
-	defer call.close()
-	at.engineStatus.Store(int32(call.resp.StatusCode))
-	if call.resp.StatusCode == http.StatusOK && isEventStream(call.resp.Header) {
-		return a.relayEvents(w, at, call.resp)
+	// Close before finish: a response not read to its end closes its
+	// connection here, so the engine sees the abandon before the attempt
+	// is reported ended.
+	defer resp.Close()
+	at.engineStatus.Store(int32(resp.Status))
+	if resp.Status == http.StatusOK && isEventStreamType(resp.Header.Get("Content-Type")) {
+		return a.relayEvents(w, at, resp)
 	}
-	return a.relayWhole(w, at, call.resp)
+	return a.relayWhole(w, at, resp)
 }
 
 // mayPublish checks at's lease now. When it is no longer valid the attempt is

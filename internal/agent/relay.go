@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // relayBufSize is the size of one read from the engine and of the batch
@@ -20,20 +21,23 @@ var relayBufs = sync.Pool{New: func() any {
 }}
 
 // isEventStream reports whether a response is server-sent events.
-func isEventStream(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+func isEventStream(h http.Header) bool { return isEventStreamType(h.Get("Content-Type")) }
+
+// isEventStreamType reports whether a Content-Type is server-sent events.
+func isEventStreamType(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
 }
 
 // relayEvents forwards a stream event by event, each exactly as the engine
 // wrote it, checking the lease before each one. The events that one read from
 // the engine made available are written and flushed together.
-func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *http.Response) (reason string, broken bool) {
+func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.Response) (reason string, broken bool) {
 	if !a.mayPublish(at) {
 		return EndLeaseExpired, true
 	}
-	copyResponseHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
+	copyResponseHeaders(w.Header(), resp.Header.HTTP())
+	w.WriteHeader(resp.Status)
 	if err := at.rc.Flush(); err != nil {
 		return EndClientGone, true
 	}
@@ -44,7 +48,7 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *http.Respo
 	read, out := *readp, (*outp)[:0]
 	var dec sse.Decoder
 	for {
-		n, rerr := resp.Body.Read(read)
+		n, rerr := resp.Read(read)
 		if n > 0 {
 			dec.Append(read[:n])
 			out = out[:0]
@@ -104,8 +108,8 @@ func writeBatch(w http.ResponseWriter, at *attempt, batch []byte, events int) er
 // or any error status): it is read in full, then the lease is checked, then it
 // is written. An answer whose lease ran out while the engine computed it is
 // never delivered.
-func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *http.Response) (reason string, broken bool) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeResponse+1))
+func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *upstream.Response) (reason string, broken bool) {
+	body, err := io.ReadAll(io.LimitReader(resp, maxWholeResponse+1))
 	if err != nil {
 		if at.ctx.Err() != nil {
 			return EndClientGone, true
@@ -120,9 +124,9 @@ func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *http.Respon
 			"the engine's response is larger than "+strconv.Itoa(maxWholeResponse)+" bytes")
 		return EndEngineError, false
 	}
-	copyResponseHeaders(w.Header(), resp.Header)
+	copyResponseHeaders(w.Header(), resp.Header.HTTP())
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(resp.Status)
 	if _, err := w.Write(body); err != nil {
 		return EndClientGone, true
 	}
