@@ -225,6 +225,9 @@ func TestFakeClockStalledClient(t *testing.T) {
 		if took := ended.Sub(start); took != 37500*time.Millisecond {
 			t.Fatalf("upstream cancelled after %v, want 37.5s", took)
 		}
+		// The engine sees the cancel before the request's owner has finished its teardown
+		// (its final journal update): let every goroutine of the bubble settle first.
+		synctest.Wait()
 		conn.Close()
 		srv.Close()
 		gw.Close() // writes what the journal holds
