@@ -131,16 +131,7 @@ func readEvent(path, raw string) wireEvent {
 	}
 	t := trace.Read(path, trace.Received{Status: http.StatusOK, ContentType: "text/event-stream", Chunks: []trace.Chunk{{Text: raw}}})
 	ev := wireEvent{text: map[int]string{}, finish: t.Finish}
-	var data []string
-	for _, line := range strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "event:"):
-			ev.name = strings.TrimSpace(line[len("event:"):])
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
-		}
-	}
-	ev.data = strings.Join(data, "\n")
+	ev.name, ev.data = sseFields(raw)
 	for i, b := range t.Choices {
 		if s := b.String(); s != "" {
 			ev.text[i] = s
@@ -501,4 +492,19 @@ func outcomeOr(outcome, none string) string {
 		return none
 	}
 	return outcome
+}
+
+// sseFields returns an SSE event's name (its event: field) and its data (the data: lines
+// joined with newlines), as a client's SSE reader sees them.
+func sseFields(raw string) (name, data string) {
+	var lines []string
+	for _, line := range strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "event:"):
+			name = strings.TrimSpace(line[len("event:"):])
+		case strings.HasPrefix(line, "data:"):
+			lines = append(lines, strings.TrimPrefix(line[len("data:"):], " "))
+		}
+	}
+	return name, strings.Join(lines, "\n")
 }

@@ -23,16 +23,7 @@ import (
 // readResponsesWireEvent reads one event of a Responses stream.
 func readResponsesWireEvent(raw string) wireEvent {
 	ev := wireEvent{text: map[int]string{}, finish: map[int]string{}}
-	var data []string
-	for _, line := range strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "event:"):
-			ev.name = strings.TrimSpace(line[len("event:"):])
-		case strings.HasPrefix(line, "data:"):
-			data = append(data, strings.TrimPrefix(line[len("data:"):], " "))
-		}
-	}
-	ev.data = strings.Join(data, "\n")
+	ev.name, ev.data = sseFields(raw)
 	if ev.data == "" {
 		return ev // a comment or keepalive
 	}
