@@ -54,8 +54,9 @@ type Decoder struct {
 	// buffer: an LF at the start of the next event is dropped (see Decoder).
 	dropLF bool
 
-	scratch []byte // joined multi-line data; reset on Append
-	limit   int    // 0 means MaxEventSize; tests lower it
+	memo    prefixMemo // what the stream's chunks repeat (Completions only)
+	scratch []byte     // joined multi-line data; reset on Append
+	limit   int        // 0 means MaxEventSize; tests lower it
 	err     error
 }
 
@@ -136,7 +137,8 @@ func (d *Decoder) Err() error { return d.err }
 
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
-	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
+	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
+		memo: prefixMemo{prefix: d.memo.prefix[:0]}}
 }
 
 func (d *Decoder) maxSize() int {
@@ -290,7 +292,11 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
+		if d.Protocol == Completions {
+			ev.setSummary(d.memo.summarize(ev.Data))
+		} else {
+			ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
+		}
 	case errorValue != nil:
 		ev.Data = errorValue
 		ev.setSummary(Summarize(errorValue))
