@@ -26,7 +26,7 @@ type shouldRetryCase struct {
 }
 
 const (
-	retryKey      = "sk-should-retry"
+	retryKey      = "sk-should-retry-test"
 	slowPrompt    = "a long answer that is still running"
 	slowMaxTokens = 400
 )
@@ -73,8 +73,8 @@ var shouldRetryCases = []shouldRetryCase{
 	{code: "unsupported_media_type", do: func(t *testing.T, e *env) *http.Response {
 		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2), "Content-Type", "text/plain")
 	}},
-	{code: "request_too_large", env: envOptions{config: func(c *config.Config) { c.Limits.MaxBodyBytes = 64 }}, do: func(t *testing.T, e *env) *http.Response {
-		return post(t, e.srv.URL+"/v1/chat/completions", streamBody(strings.Repeat("long ", 40), 2))
+	{code: "request_too_large", env: envOptions{config: func(c *config.Config) { c.Limits.MaxBodyBytes = 1024 }}, do: func(t *testing.T, e *env) *http.Response {
+		return post(t, e.srv.URL+"/v1/chat/completions", streamBody(strings.Repeat("long ", 300), 2))
 	}},
 	{code: "model_not_found", do: func(t *testing.T, e *env) *http.Response {
 		return post(t, e.srv.URL+"/v1/chat/completions", strings.Replace(streamBody("x", 2), "sim-model", "no-such-model", 1))
