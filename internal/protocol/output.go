@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/tidwall/gjson"
@@ -26,7 +28,7 @@ type outputItem struct {
 	index   int64
 	item    []byte // the item of output_item.added, or of output_item.done once it came
 	done    bool
-	args    []byte // function_call_arguments deltas
+	args    []byte // function_call_arguments deltas, JSON-escaped
 	content []outputPart
 	summary []outputPart
 }
@@ -35,49 +37,83 @@ type outputItem struct {
 type outputPart struct {
 	index int64
 	typ   string
-	text  []byte
+	text  []byte // JSON-escaped
 }
 
 // Add reads one event the client received. Events that carry no output item are ignored;
-// so is a delta for an item the client was never told of. data is not kept.
+// so is a delta for an item the client was never told of. data is not kept. It runs for
+// every event of a Responses stream, so it reads the event's members in one pass without
+// copying them, and keeps delta text as the JSON-escaped text it arrived as.
 func (o *ResponsesOutput) Add(data []byte) {
-	typ := gjson.GetBytes(data, "type").String()
-	switch typ {
+	var ev outputEvent
+	gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data))).ForEach(ev.member)
+	switch ev.typ {
 	case "response.output_item.added", "response.output_item.done":
-		r := gjson.GetManyBytes(data, "output_index", "item")
-		if !r[1].IsObject() {
+		if !ev.item.IsObject() {
 			return
 		}
-		it := o.at(r[0].Int(), true)
-		it.item = append(it.item[:0], r[1].Raw...)
-		it.done = typ == "response.output_item.done"
+		it := o.at(ev.outputIndex, true)
+		it.item = append(it.item[:0], ev.item.Raw...)
+		it.done = ev.typ == "response.output_item.done"
 	case "response.content_part.added":
-		r := gjson.GetManyBytes(data, "output_index", "content_index", "part.type")
-		if it := o.at(r[0].Int(), false); it != nil {
-			part(&it.content, r[1].Int()).typ = r[2].String()
+		if it := o.at(ev.outputIndex, false); it != nil {
+			// A copy: the event's data is not the shaper's to keep.
+			part(&it.content, ev.contentIndex).typ = strings.Clone(ev.item.Get("type").String())
 		}
 	case "response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta":
-		r := gjson.GetManyBytes(data, "output_index", "content_index", "delta")
-		if it := o.at(r[0].Int(), false); it != nil {
-			p := part(&it.content, r[1].Int())
+		if it := o.at(ev.outputIndex, false); it != nil {
+			p := part(&it.content, ev.contentIndex)
 			if p.typ == "" {
-				p.typ = partTypeOf(typ)
+				p.typ = partTypeOf(ev.typ)
 			}
-			p.text = append(p.text, r[2].String()...)
+			p.text = appendEscaped(p.text, ev.delta)
 		}
 	case "response.reasoning_summary_text.delta":
-		r := gjson.GetManyBytes(data, "output_index", "summary_index", "delta")
-		if it := o.at(r[0].Int(), false); it != nil {
-			p := part(&it.summary, r[1].Int())
+		if it := o.at(ev.outputIndex, false); it != nil {
+			p := part(&it.summary, ev.summaryIndex)
 			p.typ = "summary_text"
-			p.text = append(p.text, r[2].String()...)
+			p.text = appendEscaped(p.text, ev.delta)
 		}
 	case "response.function_call_arguments.delta":
-		r := gjson.GetManyBytes(data, "output_index", "delta")
-		if it := o.at(r[0].Int(), false); it != nil {
-			it.args = append(it.args, r[1].String()...)
+		if it := o.at(ev.outputIndex, false); it != nil {
+			it.args = appendEscaped(it.args, ev.delta)
 		}
 	}
+}
+
+// outputEvent is what Add reads of an event; its strings point into the event's data.
+type outputEvent struct {
+	typ                                     string
+	outputIndex, contentIndex, summaryIndex int64
+	item                                    gjson.Result // the item, or the part of content_part.added
+	delta                                   gjson.Result
+}
+
+func (ev *outputEvent) member(key, value gjson.Result) bool {
+	switch key.Str {
+	case "type":
+		ev.typ = value.Str
+	case "output_index":
+		ev.outputIndex = value.Int()
+	case "content_index":
+		ev.contentIndex = value.Int()
+	case "summary_index":
+		ev.summaryIndex = value.Int()
+	case "item", "part":
+		ev.item = value
+	case "delta":
+		ev.delta = value
+	}
+	return true
+}
+
+// appendEscaped appends a JSON string's text as it is escaped in JSON, without its quotes:
+// pieces appended so stay one valid JSON string's content.
+func appendEscaped(dst []byte, s gjson.Result) []byte {
+	if s.Type != gjson.String || len(s.Raw) < 2 {
+		return dst
+	}
+	return append(dst, s.Raw[1:len(s.Raw)-1]...)
 }
 
 // partTypeOf is the content part type a delta event adds to.
@@ -152,7 +188,7 @@ func (it *outputItem) incomplete() []byte {
 	set("status", []byte(`"incomplete"`))
 	switch gjson.GetBytes(b, "type").String() {
 	case "function_call", "custom_tool_call":
-		set("arguments", openai.AppendString(nil, string(it.args)))
+		set("arguments", quoted(it.args))
 	case "message":
 		set("content", appendParts(nil, it.content))
 	case "reasoning":
@@ -164,6 +200,11 @@ func (it *outputItem) incomplete() []byte {
 		}
 	}
 	return b
+}
+
+// quoted is escaped text (appendEscaped) as a JSON string.
+func quoted(escaped []byte) []byte {
+	return append(append(append(make([]byte, 0, len(escaped)+2), '"'), escaped...), '"')
 }
 
 // appendParts appends content parts in the shapes of OpenAI's output_text, refusal,
@@ -178,15 +219,12 @@ func appendParts(dst []byte, parts []outputPart) []byte {
 		dst = openai.AppendString(dst, p.typ)
 		switch p.typ {
 		case "refusal":
-			dst = append(dst, `,"refusal":`...)
-			dst = openai.AppendString(dst, string(p.text))
+			dst = append(append(dst, `,"refusal":`...), quoted(p.text)...)
 		case "output_text":
-			dst = append(dst, `,"text":`...)
-			dst = openai.AppendString(dst, string(p.text))
+			dst = append(append(dst, `,"text":`...), quoted(p.text)...)
 			dst = append(dst, `,"annotations":[]`...)
 		default:
-			dst = append(dst, `,"text":`...)
-			dst = openai.AppendString(dst, string(p.text))
+			dst = append(append(dst, `,"text":`...), quoted(p.text)...)
 		}
 		dst = append(dst, '}')
 	}

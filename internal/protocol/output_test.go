@@ -73,3 +73,17 @@ func TestResponsesFailedOutputUnfinishedCall(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
+
+// BenchmarkResponsesOutputAdd is the cost, per text delta, of keeping what a Responses
+// client received for response.failed: on the token path of every Responses stream.
+func BenchmarkResponsesOutputAdd(b *testing.B) {
+	var o ResponsesOutput
+	for _, ev := range deliveredEvents[8:10] {
+		o.Add([]byte(ev))
+	}
+	delta := []byte(deliveredEvents[10])
+	b.ReportAllocs()
+	for b.Loop() {
+		o.Add(delta)
+	}
+}
