@@ -35,7 +35,8 @@ func (s *Server) handleRequestTrace(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
-			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r)})
+			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r),
+			Retryable: ptr(true)}) // a read: asking again is safe
 	case doc == nil:
 		msg := "request " + id + " kept no trace (traces.mode, or the key's traces, kept none for it)"
 		if rec.Phase != store.PhaseDone {

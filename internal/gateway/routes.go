@@ -79,7 +79,8 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
-			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r)})
+			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r),
+			Retryable: ptr(true)}) // a read: asking again is safe
 		return
 	}
 	ok := err == nil
