@@ -30,8 +30,11 @@ func probeReplicas(ctx context.Context, cfg *config.Config, stdout io.Writer) er
 		}
 		fmt.Fprintf(stdout, "\n%s %s %s%s: %s\n", r.Model, r.Replica, r.URL, via, verdict)
 		kind := r.Kind
-		if kind == "" {
-			kind = "unknown (no engine metrics; engine: in the configuration names it)"
+		switch {
+		case kind == "" && r.Served == nil:
+			kind = "unknown (no answer)"
+		case kind == "":
+			kind = "unknown (its metrics name none; engine: in the configuration names it)"
 		}
 		if r.Version != "" {
 			kind += " " + r.Version
