@@ -202,7 +202,7 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 	// error event rather than a cut connection. New requests meanwhile get 503. Drain
 	// returns a few seconds after the grace whatever the clients do; connections still
 	// open then (clients that accept nothing) are closed.
-	grace := cfg.Shutdown.DrainGrace.D()
+	grace := gw.DrainGrace() // the running configuration's: a reload may have changed it
 	log.Info("draining", "grace", grace.String())
 	drain, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
