@@ -14,7 +14,7 @@ import (
 // probeReplicas is check --probe: every replica contacted once, as a starting gateway would
 // (gateway.Inspect), and a paragraph each; the error says how many failed.
 func probeReplicas(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
-	reports, err := gateway.Inspect(ctx, cfg)
+	reports, err := gateway.Inspect(ctx, cfg, gateway.Options{})
 	if err != nil {
 		return fmt.Errorf("check --probe: %w", err)
 	}

@@ -50,10 +50,12 @@ var probedAPIs = []openai.Endpoint{openai.Chat, openai.Completions, openai.Messa
 // Nothing is served, no store is opened, and no generation runs: an endpoint is asked with
 // an empty JSON object, which an engine that serves it refuses as invalid and one that does
 // not answers 404.
-func Inspect(ctx context.Context, cfg *config.Config) ([]ReplicaReport, error) {
+//
+// Of opt, Dial and Resolver are used (tests give their own); nothing is logged.
+func Inspect(ctx context.Context, cfg *config.Config, opt Options) ([]ReplicaReport, error) {
 	c := *cfg
 	c.Store, c.Limits.Backend = "memory:", config.LimitsLocal // nothing shared is touched
-	s, err := New(ctx, &c, Options{Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(ctx, &c, Options{Logger: slog.New(slog.DiscardHandler), Dial: opt.Dial, Resolver: opt.Resolver})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +68,20 @@ func Inspect(ctx context.Context, cfg *config.Config) ([]ReplicaReport, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.discover(ctx, p, *d, key)
+			// discover keeps a pool as it is when the name does not resolve (a DNS
+			// hiccup must not drain a pool); here that is worth saying.
+			lctx, cancel := context.WithTimeout(ctx, d.Every.D())
+			addrs, err := s.resolver.LookupHost(lctx, d.DNS)
+			cancel()
+			if err != nil || len(addrs) == 0 {
+				why := fmt.Sprintf("replicas_from: %s resolves to no address", d.DNS)
+				if err != nil {
+					why = fmt.Sprintf("replicas_from: %v", err)
+				}
+				out = append(out, ReplicaReport{Model: m.Name, Replica: "(replicas_from)", URL: d.Scheme + "://" + d.DNS, Problems: []string{why}})
+			} else {
+				s.discover(ctx, p, *d, key)
+			}
 		}
 		s.scrapePool(ctx, p)
 		s.probePool(ctx, p)
