@@ -78,3 +78,28 @@ func BenchmarkStripUsage(b *testing.B) {
 		dst = StripUsage(dst[:0], data)
 	}
 }
+
+// BenchmarkDecodeUsageStream decodes the stream the gateway reads when it asks for
+// continuous usage (vLLM's continuous_usage_stats): 200 content chunks, each with the
+// running usage, in reads of 4 KiB.
+func BenchmarkDecodeUsageStream(b *testing.B) {
+	var stream []byte
+	for range 200 {
+		stream = AppendData(stream, []byte(vllmContentUsage))
+	}
+	var d Decoder
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Reset()
+		for i := 0; i < len(stream); i += 4096 {
+			d.Append(stream[i:min(i+4096, len(stream))])
+			for {
+				if _, ok := d.Next(); !ok {
+					break
+				}
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*200), "ns/event")
+}

@@ -282,7 +282,14 @@ func (s *scanner) scalar(c byte) bool {
 // container holding the value (0 at the top level).
 func (s *scanner) skip(depth int) bool {
 	c := s.peek()
-	if c != '{' && c != '[' {
+	switch c {
+	case '"':
+		_, ok := s.str()
+		return ok
+	case 'n':
+		return s.literal("null")
+	case '{', '[':
+	default:
 		return s.scalar(c)
 	}
 	// Containers are walked with an explicit stack so hostile input cannot
@@ -360,15 +367,39 @@ func (s *scanner) nextKey(first bool) ([]byte, bool) {
 	if s.bad {
 		return nil, false
 	}
+	// Compact JSON, as engines send it, without a call per punctuation byte: '}', or
+	// (after the first member) ',' then the key's quote.
+	data, i := s.data, s.pos
+	if i < len(data) {
+		switch c := data[i]; {
+		case c == '}':
+			s.pos = i + 1
+			return nil, false
+		case c == ',' && !first && i+1 < len(data) && data[i+1] == '"':
+			s.pos = i + 1
+			return s.keyColon()
+		case c == '"' && first:
+			return s.keyColon()
+		}
+	}
 	if s.consume('}') {
 		return nil, false
 	}
 	if !first && !s.expect(',') {
 		return nil, false
 	}
+	return s.keyColon()
+}
+
+// keyColon scans a key and the colon after it.
+func (s *scanner) keyColon() ([]byte, bool) {
 	k, ok := s.str()
 	if !ok {
 		return nil, false
+	}
+	if p := s.pos; p < len(s.data) && s.data[p] == ':' {
+		s.pos = p + 1
+		return k, true
 	}
 	if !s.expect(':') {
 		return nil, false
