@@ -364,7 +364,16 @@ type Auth struct {
 	// created or revoked on one gateway holds on every gateway sharing the store within
 	// it. Default 2s.
 	StoreRefresh Duration `yaml:"store_refresh"`
+	// StoreKeys: the keys kept in the store (`fencegate keys`) count beside these. Default
+	// true. With false only this file's keys count and the store's are never read, so a
+	// gateway that starts while its store is unreachable can authenticate (or, with no key
+	// here, serve) at once; otherwise, until it has read the store's keys, a key not
+	// listed here — or any request, when none is — is answered 503 journal_unavailable.
+	StoreKeys *bool `yaml:"store_keys"`
 }
+
+// UsesStoreKeys reports whether the keys kept in the store count (auth.store_keys).
+func (a Auth) UsesStoreKeys() bool { return a.StoreKeys == nil || *a.StoreKeys }
 
 // APIKey is one bearer key. ID is what the journal records (never the key itself).
 type APIKey struct {

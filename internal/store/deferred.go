@@ -171,6 +171,9 @@ func newDeferred(open func(context.Context) (Store, error), opts DeferredOptions
 // Ready is closed once the store is open.
 func (d *Deferred) Ready() <-chan struct{} { return d.ready }
 
+// Connected reports State().Connected without copying the state.
+func (d *Deferred) Connected() bool { return d.healthy.Load() }
+
 // State returns what the store knows of its database now.
 func (d *Deferred) State() State {
 	d.mu.Lock()
