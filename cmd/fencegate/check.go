@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // check validates a configuration as serve would, without listening or opening the store,
@@ -69,13 +70,11 @@ func check(args []string, stdout io.Writer) error {
 // checkFiles checks the files a valid configuration names but Validate does not open.
 func checkFiles(cfg *config.Config) error {
 	if f := cfg.AgentSecretFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
+		// One or two secrets, one per line (the current one, then the next): what the
+		// gateway and the agents read. Agents refuse an empty --secret-file, so an empty
+		// one here can only be a mistake.
+		if _, err := secretfile.Load(f); err != nil {
 			return fmt.Errorf("agent_secret_file: %w", err)
-		}
-		// Agents refuse an empty --secret-file, so an empty one here can only be a mistake.
-		if strings.TrimSpace(string(b)) == "" {
-			return fmt.Errorf("agent_secret_file: %s is empty", f)
 		}
 	}
 	for i, m := range cfg.Models {

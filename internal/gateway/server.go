@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/limits"
 	"github.com/fencegate/fencegate/internal/request"
+	"github.com/fencegate/fencegate/internal/secretfile"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel"
@@ -51,10 +52,10 @@ type Server struct {
 	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
-	// epochs numbers every lease this gateway grants; agentSecret is sent on control calls
-	// to agents.
+	// epochs numbers every lease this gateway grants; agentSecret's current secret is sent
+	// on every request to agents (it is read again when its file changes).
 	epochs        *lease.Epochs
-	agentSecret   string
+	agentSecret   *secretfile.File
 	controlClient *http.Client
 	metrics       *metrics
 	resolver      Resolver
@@ -153,11 +154,9 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	// must never delay a heartbeat.
 	s.controlClient = upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial)
 	if f := cfg.AgentSecretFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
+		if s.agentSecret, err = secretfile.Load(f); err != nil {
 			return nil, fmt.Errorf("gateway: agent_secret_file: %w", err)
 		}
-		s.agentSecret = strings.TrimSpace(string(b))
 	}
 	l, err := s.build(cfg, nil)
 	if err != nil {
@@ -318,6 +317,8 @@ func (s *Server) Start() {
 	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
 	s.goBackground(func() { every(ctx, s.boot.Auth.StoreRefresh.D(), s.refreshKeys) })
 	s.goBackground(func() { s.whenStoreOpens(ctx) })
+	// A Kubernetes Secret volume changes the file in place, with no signal.
+	s.goBackground(func() { s.agentSecret.Watch(ctx, secretfile.DefaultPoll, "agent secret", s.log, nil) })
 	s.startCanaries(ctx)
 }
 

@@ -172,8 +172,9 @@ func (f *File) Reload() (changed bool, err error) {
 }
 
 // Watch reads the file again every period until ctx ends, logging each change (how many
-// secrets are now accepted, never a secret) and each new error once.
-func (f *File) Watch(ctx context.Context, every time.Duration, what string, log *slog.Logger) {
+// secrets are now accepted, never a secret) and each new error once; observe, when not
+// nil, is told the outcome of every read.
+func (f *File) Watch(ctx context.Context, every time.Duration, what string, log *slog.Logger, observe func(changed bool, err error)) {
 	if f == nil || f.path == "" {
 		return
 	}
@@ -185,22 +186,27 @@ func (f *File) Watch(ctx context.Context, every time.Duration, what string, log 
 			return
 		case <-t.C:
 		}
-		f.ReloadLogged(what, log)
+		changed, err := f.ReloadLogged(what, log)
+		if observe != nil {
+			observe(changed, err)
+		}
 	}
 }
 
-// ReloadLogged is Reload with its outcome logged as Watch logs it; it reports whether the
-// secrets changed.
-func (f *File) ReloadLogged(what string, log *slog.Logger) bool {
+// ReloadLogged is Reload with its outcome logged as Watch logs it.
+func (f *File) ReloadLogged(what string, log *slog.Logger) (changed bool, err error) {
+	if f == nil || f.path == "" {
+		return false, nil
+	}
 	f.mu.Lock()
 	prevErr := f.lastErr
 	f.mu.Unlock()
-	changed, err := f.Reload()
+	changed, err = f.Reload()
 	switch {
 	case err != nil && err.Error() != prevErr:
 		log.Warn(what+" not read again; keeping the secrets read last", "err", err)
 	case changed:
 		log.Info(what+" read again", "file", f.path, "secrets", f.Secrets().Len())
 	}
-	return changed
+	return changed, err
 }

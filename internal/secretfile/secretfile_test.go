@@ -113,7 +113,7 @@ func TestWatch(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
-			f.Watch(ctx, DefaultPoll, "agent secret", slog.New(slog.NewTextHandler(&logs, nil)))
+			f.Watch(ctx, DefaultPoll, "agent secret", slog.New(slog.NewTextHandler(&logs, nil)), nil)
 			close(done)
 		}()
 		write(t, path, "new\nold\n")
