@@ -177,6 +177,13 @@ type Discovery struct {
 	Engine      string            `yaml:"engine"`
 	Priority    int               `yaml:"priority"`
 	Fingerprint map[string]string `yaml:"fingerprint"`
+	// NameTemplate names each discovered replica in logs, metrics, /readyz and the journal:
+	// {ip}, {port}, {host} (the address's reverse DNS name) and {pod} (its first label), e.g.
+	// "{pod}". Default "{ip}:{port}", which changes whenever a pod restarts with a new
+	// address; "{pod}" is stable for the pods of a StatefulSet behind a headless Service,
+	// whose reverse names Kubernetes' DNS answers with the pod's hostname. A name needing a
+	// reverse name that cannot be found keeps the name the address had, else is "{ip}:{port}".
+	NameTemplate string `yaml:"name_template"`
 }
 
 // DefaultDiscoveryEvery is Discovery.Every's default.

@@ -600,5 +600,10 @@ func (d *Discovery) validate(field string) error {
 			return fmt.Errorf("%s.fingerprint.%s: unknown key (known: %s)", field, k, strings.Join(FingerprintKeys, ", "))
 		}
 	}
+	if d.NameTemplate != "" {
+		if err := validateNameTemplate(d.NameTemplate, field+".name_template"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
