@@ -197,3 +197,24 @@ func TestCheckSaysWhoReachesTheAdminCalls(t *testing.T) {
 		}
 	}
 }
+
+// check warns, before deployment, of a gateway that could serve nothing while its PostgreSQL
+// store is away (no configured key, the store's keys counting), and not otherwise.
+func TestCheckSaysWhatAStoreOutageDoes(t *testing.T) {
+	f := newCheckFixture(t)
+	const note = "note: started while the store is unreachable, this gateway answers every API request 503"
+	t.Setenv(storeEnv, "postgres://fencegate@db.example:5432/fencegate")
+	for extra, want := range map[string]bool{
+		"":                            true,
+		"auth: {store_keys: false}\n": false,
+		"auth:\n  keys: [{id: a, key_sha256: \"" + strings.Repeat("cd", 32) + "\"}]\n": false,
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"check", "--config", f.config(t, "127.0.0.1:8080", extra)}, &out, &out); err != nil {
+			t.Fatalf("check with %q: %v", extra, err)
+		}
+		if strings.Contains(out.String(), note) != want {
+			t.Errorf("check with %q says:\n%s\nthe note wanted: %v", extra, out.String(), want)
+		}
+	}
+}
