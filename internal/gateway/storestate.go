@@ -91,8 +91,11 @@ func (s *Server) whenStoreOpens(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	if !s.current().cfg.Auth.UsesStoreKeys() {
-		return
+	s.storeKeys.mu.Lock()
+	loaded := s.storeKeys.loaded
+	s.storeKeys.mu.Unlock()
+	if loaded || !s.current().cfg.Auth.UsesStoreKeys() {
+		return // read at start, or by a request since
 	}
 	rctx, cancel := context.WithTimeout(ctx, boundaryWriteTimeout)
 	defer cancel()
