@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/secretfile"
 )
@@ -16,19 +18,23 @@ import (
 // so a deployment pipeline (or an init container) can reject a bad file before it replaces
 // a running gateway. It also checks what serve would only find out later or at run time:
 // that the files the configuration names can be read.
-func check(args []string, stdout io.Writer) error {
+func check(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), checkHelp)
+		fs.PrintDefaults()
+	}
 	path := fs.String("config", "", "path to the YAML configuration (required)")
-	if err := fs.Parse(args); err != nil {
+	probe := fs.Bool("probe", false, "also contact every replica: its health, the model names it serves, its credentials, fingerprint, engine kind and version, and which APIs it serves")
+	if err := cli.Parse(fs, args, "check"); err != nil {
 		return err
 	}
 	if *path == "" {
-		fs.Usage()
-		return fmt.Errorf("check: --config is required")
+		return cli.Usagef("check: --config is required (fencegate check --help lists its flags)")
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("check: unexpected arguments %q", fs.Args())
+		return cli.Usagef("check: unexpected arguments %q", fs.Args())
 	}
 	// loadConfig validates everything, the TLS pair included, and applies FENCEGATE_STORE
 	// as serve does, so the store checked is the store serve would open.
@@ -64,8 +70,23 @@ func check(args []string, stdout io.Writer) error {
 		// Served, but the file now holds secrets: say so before it is deployed.
 		fmt.Fprintln(stdout, "warning: API keys in plain text (key:); write key_sha256: (the hex SHA-256 of the key), or keep them in the store with fencegate keys")
 	}
+	if *probe {
+		return probeReplicas(ctx, cfg, stdout)
+	}
 	return nil
 }
+
+// checkHelp frames check's flags in `fencegate check --help`.
+const checkHelp = `Usage: fencegate check --config FILE [--probe]
+
+Validates a configuration as serve would, and the files it names, without listening or
+opening the store. With --probe it also contacts every replica as a starting gateway
+would and reports what each serves. Exit status 0 when everything passed, 1 when the
+configuration or a replica did not, 2 on a mistake in the command line.
+FENCEGATE_STORE replaces the configuration's store, as for serve.
+
+Flags:
+`
 
 // checkFiles checks the files a valid configuration names but Validate does not open.
 func checkFiles(cfg *config.Config) error {

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/store"
 )
@@ -43,64 +44,109 @@ const keyPrefix = "fg-"
 var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, keysUsage)
-		if len(args) == 0 {
-			return fmt.Errorf("keys: no subcommand given")
-		}
-		return nil
+	if len(args) == 0 {
+		fmt.Fprint(stderr, keysUsage)
+		return cli.Usagef("keys: no subcommand given (create, list or revoke)")
 	}
-	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "path to the YAML configuration (required): its store holds the keys")
-	id := fs.String("id", "", "the key's id, as the journal, logs and metrics name it")
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, keysUsage)
+		return nil
+	case "create":
+		return keysCreate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return keysList(ctx, args[1:], stdout)
+	case "revoke":
+		return keysRevoke(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprint(stderr, keysUsage)
+	return cli.Usagef("keys: unknown subcommand %q (create, list or revoke)", args[0])
+}
+
+// keysFlags is the flag set of one keys subcommand, with the --config every one of them
+// takes; usage is its synopsis line.
+func keysFlags(sub, usage string, stdout io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", usage)
+		fs.PrintDefaults()
+	}
+	path := fs.String("config", "", "path to the YAML configuration (required): its store holds the keys (FENCEGATE_STORE replaces it)")
+	return fs, path
+}
+
+// keysParse parses a keys subcommand's flags and opens the store its configuration names.
+func keysParse(ctx context.Context, fs *flag.FlagSet, path *string, args []string) (*config.Config, store.Store, error) {
+	if err := cli.Parse(fs, args, fs.Name()); err != nil {
+		return nil, nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, nil, cli.Usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	if *path == "" {
+		return nil, nil, cli.Usagef("%s: --config is required", fs.Name())
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Store == "memory:" {
+		return nil, nil, fmt.Errorf("keys: the store is memory:, which keeps nothing; use sqlite:PATH or postgres://")
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, st, nil
+}
+
+func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := keysFlags("create", "fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] [--traces off|errors|all] --config FILE\n       fencegate keys create --id ID --admin --config FILE", stdout)
+	id := fs.String("id", "", "the key's id, as the journal, logs and metrics name it (required)")
 	models := fs.String("models", "", "comma-separated models the key may use (default: every model)")
 	maxConc := fs.Int64("max-concurrent", 0, "requests the key may run at once (0: no limit)")
 	rpm := fs.Int64("rpm", 0, "requests per minute (0: no limit)")
 	tpm := fs.Int64("tpm", 0, "output tokens per minute (0: no limit)")
 	traces := fs.String("traces", "", "the key's trace mode, off, errors or all, followed instead of traces.mode (default: traces.mode)")
 	admin := fs.Bool("admin", false, "create an admin key (the operator's calls), not a tenant key (the API)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("keys %s: unexpected arguments %q", args[0], fs.Args())
-	}
-	if *path == "" {
-		return fmt.Errorf("keys %s: --config is required", args[0])
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		return err
-	}
-	if cfg.Store == "memory:" {
-		return fmt.Errorf("keys: the store is memory:, which keeps nothing; use sqlite:PATH or postgres://")
-	}
-	st, err := store.Open(ctx, cfg.Store)
+	cfg, st, err := keysParse(ctx, fs, path, args)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	switch args[0] {
-	case "create":
-		if *maxConc < 0 || *rpm < 0 || *tpm < 0 {
-			return fmt.Errorf("keys create: limits must be >= 0")
-		}
-		mode, err := traceModeFlag(*traces)
-		if err != nil {
-			return err
-		}
-		if *admin && (*models != "" || *maxConc != 0 || *rpm != 0 || *tpm != 0 || *traces != "") {
-			return fmt.Errorf("keys create: --admin keys reach the operator's calls, not the API: --models, --max-concurrent, --rpm, --tpm and --traces do not apply")
-		}
-		return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode, Admin: *admin}, stdout, stderr)
-	case "list":
-		return listKeys(ctx, st, cfg, stdout)
-	case "revoke":
-		return revokeKey(ctx, st, cfg, *id, stderr)
+	if *maxConc < 0 || *rpm < 0 || *tpm < 0 {
+		return cli.Usagef("keys create: limits must be >= 0")
 	}
-	fmt.Fprint(stderr, keysUsage)
-	return fmt.Errorf("keys: unknown subcommand %q", args[0])
+	mode, err := traceModeFlag(*traces)
+	if err != nil {
+		return err
+	}
+	if *admin && (*models != "" || *maxConc != 0 || *rpm != 0 || *tpm != 0 || *traces != "") {
+		return cli.Usagef("keys create: --admin keys reach the operator's calls, not the API: --models, --max-concurrent, --rpm, --tpm and --traces do not apply")
+	}
+	return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode, Admin: *admin}, stdout, stderr)
+}
+
+func keysList(ctx context.Context, args []string, stdout io.Writer) error {
+	fs, path := keysFlags("list", "fencegate keys list --config FILE", stdout)
+	cfg, st, err := keysParse(ctx, fs, path, args)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return listKeys(ctx, st, cfg, stdout)
+}
+
+func keysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := keysFlags("revoke", "fencegate keys revoke --id ID --config FILE", stdout)
+	id := fs.String("id", "", "the id of the key to revoke (required)")
+	cfg, st, err := keysParse(ctx, fs, path, args)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return revokeKey(ctx, st, cfg, *id, stderr)
 }
 
 // traceModeFlag checks --traces: off, errors or all (in any case), or empty for the
@@ -110,7 +156,7 @@ func traceModeFlag(s string) (string, error) {
 	case "", config.TracesOff, config.TracesErrors, config.TracesAll:
 		return string(m), nil
 	}
-	return "", fmt.Errorf("keys create: --traces %q: want off, errors or all (or no --traces: the gateway's traces.mode)", s)
+	return "", cli.Usagef("keys create: --traces %q: want off, errors or all (or no --traces: the gateway's traces.mode)", s)
 }
 
 func splitList(s string) []string {

@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/internal/agent"
 	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/chaos"
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -23,7 +24,8 @@ const usage = `fencegate — an honest failover gateway for LLM inference pools
 
 Usage:
   fencegate serve --config FILE     run the gateway
-  fencegate check --config FILE     validate a configuration and the files it names, start nothing
+  fencegate check --config FILE     validate a configuration and the files it names, start nothing;
+                                    --probe: also ask every replica what it serves
   fencegate version [--json]        print the version and the revision the binary was built from
   fencegate keys create|list|revoke manage API keys in the store (the key is printed once)
   fencegate agent --engine URL      run the lease-enforcing sidecar in front of one engine
@@ -34,37 +36,50 @@ Usage:
   fencegate bench [flags]           load an OpenAI-compatible endpoint; time to first token, token gaps, throughput
   fencegate replay TRACE.json       resend a traced request (--url URL) and compare the answer with the client's
 
-Run "fencegate <command> --help" for a command's flags.
+Run "fencegate help <command>" or "fencegate <command> --help" for a command's flags.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		code := 1
-		var st *exitStatus
-		if errors.As(err, &st) {
-			code = st.code
-		}
-		if !errors.Is(err, flag.ErrHelp) && (st == nil || st.err != nil) {
-			fmt.Fprintln(os.Stderr, "fencegate:", err)
-		}
-		os.Exit(code)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode is the process's exit status for what run returned, and prints the error, once:
+// 0 for success and for --help (an answer, not a failure), 2 for a mistake in the command
+// line, the code an exitStatus carries (replay: 1 means the replay disagrees), else 1.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
+	code := 1
+	var st *exitStatus
+	var usage *cli.UsageError
+	switch {
+	case errors.As(err, &st):
+		code = st.code
+		if st.err == nil {
+			return code // the command has said what there is to say
+		}
+	case errors.As(err, &usage):
+		code = 2
+	}
+	fmt.Fprintln(stderr, "fencegate:", err)
+	return code
 }
 
 // run executes one subcommand until it finishes or ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("no command given")
+		return cli.Usagef("no command given")
 	}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout)
 	case "check":
-		return check(args[1:], stdout)
+		return check(ctx, args[1:], stdout)
 	case "version":
 		return version(args[1:], stdout)
 	case "keys":
@@ -83,9 +98,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "replay":
 		return replay(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// fencegate help keys list: the same as fencegate keys list --help.
+			return run(ctx, append(append([]string(nil), args[1:]...), "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return cli.Usagef("unknown command %q", args[0])
 }

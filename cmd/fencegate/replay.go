@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,17 +13,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/trace"
 )
 
 // replayHelp is the usage of `fencegate replay`.
-const replayHelp = `Usage: fencegate replay TRACE.json --url URL [--header 'K: V']... [--json] [--timeout D]
+const replayHelp = `Usage: fencegate replay TRACE.json [--url URL] [--header 'K: V']... [--json] [--timeout D]
 
 Resends the request of a trace document (as GET /admin/requests/{id}/trace answers it) to
 URL — a gateway or an engine — with the same method, path, body (its seed included) and kept
 headers, reads the whole answer, and compares what it says with what the original client
-received (docs/design.md §7, Traces). Credentials are never in a trace: give
+received (docs/design.md §7, Traces). Without --url it goes to the replica that served the
+client: the one the trace's last attempt names (not one reached through an agent, which
+takes only the gateway's leased requests). Credentials are never in a trace: give
 them with --header 'Authorization: Bearer KEY'. The Idempotency-Key is not resent (the same
 key would get the stored answer back, not a new run) unless given with --header.
 A request whose engine runs tools itself (a Responses request's mcp, code_interpreter,
@@ -32,8 +34,9 @@ web_search_preview, ... tools) is not resent unless --rerun-engine-tools is give
 engine would run them again (docs/design.md §5).
 
 Exit status: 0 when the replay agrees (identical, same_point, extends), 1 when it does not
-(diverges, stops_earlier, unknown), 2 on a usage, file or connection error.
+(diverges, stops_earlier, unknown), 2 on a usage, file or connection error; --help is 0.
 
+Flags:
 `
 
 // exitStatus is an error that sets the process's exit status; err nil means the command
@@ -74,15 +77,15 @@ type replayOptions struct {
 	engineTools bool
 }
 
-func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
+func parseReplayArgs(args []string, stdout io.Writer) (replayOptions, error) {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, replayHelp); fs.PrintDefaults() }
+	fs.SetOutput(stdout)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), replayHelp); fs.PrintDefaults() }
 	var (
 		o       replayOptions
 		headers headerFlags
 	)
-	fs.StringVar(&o.url, "url", "", "where to send the request: a gateway's or an engine's base URL (required: a trace names no gateway)")
+	fs.StringVar(&o.url, "url", "", "where to send the request: a gateway's or an engine's base URL (default: the replica of the trace's last attempt)")
 	fs.Var(&headers, "header", "an extra request header 'Name: value', e.g. 'Authorization: Bearer KEY' (repeatable; replaces a kept header of that name)")
 	fs.BoolVar(&o.json, "json", false, "print the comparison as one JSON object")
 	fs.BoolVar(&o.engineTools, "rerun-engine-tools", false, "resend a request whose engine runs tools itself (mcp, code_interpreter, ...), which runs them again")
@@ -90,11 +93,8 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
 	// The trace file may come before or after the flags.
 	var files []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return o, err
-			}
-			return o, &exitStatus{code: 2, err: fmt.Errorf("replay: %w", err)}
+		if err := cli.Parse(fs, rest, "replay"); err != nil {
+			return o, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -103,14 +103,10 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
 		rest = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		fs.Usage()
-		return o, usageError("replay: want one trace file, got %d", len(files))
+		return o, usageError("replay: want one trace file, got %d (fencegate replay --help)", len(files))
 	}
 	o.file = files[0]
-	if o.url == "" {
-		return o, usageError("replay: --url is required (the trace names no gateway to send it to)")
-	}
-	if !strings.HasPrefix(o.url, "http://") && !strings.HasPrefix(o.url, "https://") {
+	if o.url != "" && !strings.HasPrefix(o.url, "http://") && !strings.HasPrefix(o.url, "https://") {
 		return o, usageError("replay: --url %q is not an http:// or https:// URL", o.url)
 	}
 	if o.timeout <= 0 {
@@ -127,15 +123,39 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayOptions, error) {
 	return o, nil
 }
 
+// servingReplica is the URL of the replica that served the trace's client: its last
+// attempt's, since a rerun happens only before anything was delivered, so the client's
+// answer, or its interruption, came from the last. A replica reached through an agent
+// refuses a request without the gateway's lease, so it is no target.
+func servingReplica(doc *trace.Document) (string, error) {
+	if len(doc.Attempts) == 0 {
+		return "", fmt.Errorf("replay: the trace records no attempt, so it names no replica; give --url")
+	}
+	last := doc.Attempts[len(doc.Attempts)-1]
+	switch {
+	case last.URL == "":
+		return "", fmt.Errorf("replay: the trace's last attempt (%s) records no URL; give --url", last.ID)
+	case last.LeaseEpoch != 0:
+		return "", fmt.Errorf("replay: %s (%s) is reached through an agent, which takes only leased requests; give --url, the engine's or a gateway's", last.Replica, last.URL)
+	}
+	return last.URL, nil
+}
+
 // replay resends a trace's request and compares the answer with the client's.
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseReplayArgs(args, stderr)
+	o, err := parseReplayArgs(args, stdout)
 	if err != nil {
 		return err
 	}
 	doc, err := readTraceFile(o.file)
 	if err != nil {
 		return &exitStatus{code: 2, err: err}
+	}
+	if o.url == "" {
+		if o.url, err = servingReplica(doc); err != nil {
+			return &exitStatus{code: 2, err: err}
+		}
+		fmt.Fprintf(stderr, "replaying %s on %s (%s), the replica of its last attempt\n", doc.RequestID, doc.Attempts[len(doc.Attempts)-1].Replica, o.url)
 	}
 	if tools := engineTools(doc); len(tools) > 0 && !o.engineTools {
 		return usageError("replay: the request lets the engine run tools itself (%s): resending it runs them again; give --rerun-engine-tools to resend it anyway",

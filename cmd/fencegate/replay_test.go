@@ -155,6 +155,17 @@ func TestReplayUsageErrors(t *testing.T) {
 	os.WriteFile(notJSON, []byte("hello"), 0o600)
 	otherJSON := filepath.Join(dir, "other.json")
 	os.WriteFile(otherJSON, []byte(`{"format":"something/1"}`), 0o600)
+	// Without --url the replica comes from the trace, which must name one that takes a
+	// request without the gateway's lease.
+	writeDoc := func(name string, attempts []trace.Attempt) string {
+		b, _ := json.Marshal(trace.Document{Format: trace.Format, RequestID: "req_x", Source: "gateway",
+			Request: trace.Request{Method: http.MethodPost, Path: "/v1/chat/completions", Body: json.RawMessage(replayBody)}, Attempts: attempts})
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, b, 0o600)
+		return path
+	}
+	noAttempt := writeDoc("noattempt.json", nil)
+	fenced := writeDoc("fenced.json", []trace.Attempt{{ID: "req_x.a1", N: 1, Replica: "r1", URL: "http://127.0.0.1:1", LeaseEpoch: 3}})
 	for _, c := range []struct {
 		args []string
 		want string
@@ -163,16 +174,16 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{filepath.Join(dir, "missing.json"), "--url", "http://127.0.0.1:1"}, "read trace"},
 		{[]string{notJSON, "--url", "http://127.0.0.1:1"}, "is not a trace document"},
 		{[]string{otherJSON, "--url", "http://127.0.0.1:1"}, `format "something/1"`},
-		{[]string{notJSON}, "--url is required"},
+		{[]string{noAttempt}, "records no attempt"},
+		{[]string{fenced}, "reached through an agent"},
 		{[]string{notJSON, "--url", "127.0.0.1:1"}, "not an http:// or https:// URL"},
 		{[]string{notJSON, "--url", "http://127.0.0.1:1", "--header", "no colon"}, "is not 'Name: value'"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"replay"}, c.args...), &out, &errOut)
-		var st *exitStatus
-		if !errors.As(err, &st) || st.code != 2 || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("replay %v: %v, want exit status 2 and %q", c.args, err, c.want)
+		if code := exitCode(err, io.Discard); code != 2 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("replay %v: %v (exit status %d), want exit status 2 and %q", c.args, err, code, c.want)
 		}
 	}
 }

@@ -16,22 +16,56 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/logging"
 	"golang.org/x/net/netutil"
 )
 
+// serveHelp and serveEnvHelp frame serve's flags in `fencegate serve --help`.
+const (
+	serveHelp = `Usage: fencegate serve --config FILE [--log-format json|text]
+
+Runs the gateway: the API on listen, the operator's endpoints on admin_listen (or on the
+same listener). SIGHUP reloads the configuration; docs/configuration.md says which keys
+need a restart instead. SIGTERM drains: running requests get shutdown.drain_grace.
+
+Flags:
+`
+	serveEnvHelp = `
+Environment:
+  FENCEGATE_STORE        replaces the configuration's store (sqlite:PATH, postgres://...,
+                         memory:), so that a DSN holding a password can come from a secret
+  OTEL_TRACES_EXPORTER   otlp exports spans over OTLP/HTTP, none turns that off; setting
+                         OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+                         also turns it on (off by default)
+  OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+                         read by the OpenTelemetry exporter as its specification says
+                         (headers, timeout, compression, ...; the service is "fencegate")
+  GOGC, GOMEMLIMIT       the garbage collector's settings; unset, serve uses GOGC=400 and
+                         GOMEMLIMIT at 90% of the container's memory limit
+`
+)
+
 func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveHelp)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), serveEnvHelp)
+	}
 	path := fs.String("config", "", "path to the YAML configuration (required); SIGHUP reloads it")
 	format := fs.String("log-format", logging.JSON, "json or text")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, "serve"); err != nil {
 		return err
 	}
 	if *path == "" {
-		fs.Usage()
-		return fmt.Errorf("serve: --config is required")
+		return cli.Usagef("serve: --config is required (fencegate serve --help lists its flags)")
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("serve: unexpected arguments %q", fs.Args())
 	}
 	log, err := logging.New(*format, os.Stderr)
 	if err != nil {
@@ -169,7 +203,7 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 	// error event rather than a cut connection. New requests meanwhile get 503. Drain
 	// returns a few seconds after the grace whatever the clients do; connections still
 	// open then (clients that accept nothing) are closed.
-	grace := cfg.Shutdown.DrainGrace.D()
+	grace := gw.DrainGrace() // the running configuration's: a reload may have changed it
 	log.Info("draining", "grace", grace.String())
 	drain, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // buildVersion is what `fencegate version` reports: the main module's version and the
@@ -27,12 +29,16 @@ type buildVersion struct {
 func version(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fencegate version [--json]\n\nPrints the module version and the revision the binary was built from.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, "version"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected arguments %q", fs.Args())
+		return cli.Usagef("version: unexpected arguments %q", fs.Args())
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -5,14 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/fencegate/fencegate/internal/logging"
-	"github.com/fencegate/fencegate/internal/secretfile"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/fencegate/fencegate/internal/cli"
+	"github.com/fencegate/fencegate/internal/logging"
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // Main runs the agent as a process, for `fencegate agent`: it parses args,
@@ -86,11 +88,11 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
 	fs.DurationVar(&cfg.ScrapeEvery, "scrape-every", defaultScrapeEvery, "interval of the engine /metrics scrape")
 	fs.StringVar(&cfg.LogFormat, "log-format", logging.JSON, "json or text")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, "agent"); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+		return cfg, cli.Usagef("agent: unexpected arguments %q", fs.Args())
 	}
 	if cfg.Engine == "" {
 		return cfg, fmt.Errorf("agent: --engine is required")

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // defaultDuration is how long a run lasts when neither --duration nor --requests is given.
@@ -84,11 +86,11 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.IntVar(&opts.Rounds, "rounds", 0, "rounds; each runs every target once with the same load, in an order rotated per round (default 3 with --compare, else 1)")
 	fs.StringVar(&opts.ReferenceProxy, "reference-proxy", "", "instead of sending load, serve on `ADDR` a plain net/http reverse proxy in front of --url (httputil.ReverseProxy, parsing nothing) until interrupted: a baseline target for --compare")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document with every number and the command line instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, "bench"); err != nil {
 		return opts, false, err
 	}
 	if fs.NArg() > 0 {
-		return opts, false, fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+		return opts, false, cli.Usagef("bench: unexpected arguments %q", fs.Args())
 	}
 	if opts.API, err = ParseAPI(api); err != nil {
 		return opts, false, err

@@ -224,6 +224,24 @@ type responsesItem struct {
 	} `json:"content"`
 }
 
+// deliveredOutput is the message text and function call arguments of a response's
+// output items.
+func deliveredOutput(items []responsesItem) (text, args string) {
+	for _, item := range items {
+		switch item.Type {
+		case "message":
+			for _, c := range item.Content {
+				if c.Type == "output_text" {
+					text += c.Text
+				}
+			}
+		case "function_call":
+			args += item.Arguments
+		}
+	}
+	return text, args
+}
+
 // responseObject is a Responses API response: a whole answer, or the response of a
 // lifecycle or terminal event.
 type responseObject struct {
@@ -357,6 +375,14 @@ func readResponsesStream(h *history, fail failFunc) *stream {
 				fail(rShape, "response.failed does not fail the response with the error event's code %q: %.200q", st.errEvent.Code, d)
 			case st.responseID != "" && ev.Response.ID != st.responseID:
 				fail(rShape, "response.failed names response %s, but the client's response.created named %s", ev.Response.ID, st.responseID)
+			}
+			if ev.Response != nil {
+				// Its output is what the events before it delivered, no more and no less.
+				text, args := deliveredOutput(ev.Response.Output)
+				if text != st.text[0] || args != st.toolArgs[0] {
+					fail(rShape, "response.failed's output holds the text %.80q and arguments %.80q; the client received %.80q and %.80q",
+						text, args, st.text[0], st.toolArgs[0])
+				}
 			}
 		}
 		st.tokens[0] = words(st.text[0]) + argumentTokens(st.toolArgs[0]) + argumentTokens(st.engineArgs)

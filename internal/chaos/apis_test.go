@@ -198,8 +198,25 @@ func responsesError(seq, delivered int) ev {
 		seq, testID, delivered, testID, delivered)}
 }
 
+// responsesFailed is the terminal event of interruptedResponses, whose output is the
+// message delivered before it.
 func responsesFailed(seq int, id string) ev {
-	return ev{"response.failed", fmt.Sprintf(`{"type":"response.failed","sequence_number":%d,"response":{"id":%q,"object":"response","created_at":1,"status":"failed","model":"sim-model","output":[],"error":{"code":"upstream_decode_interrupted","message":"interrupted"},"incomplete_details":null}}`, seq, id)}
+	return responsesFailedWith(seq, id, `[{"id":"i","content":[{"type":"output_text","text":" alpha bravo","annotations":[]}],"role":"assistant","status":"incomplete","type":"message"}]`)
+}
+
+func responsesFailedWith(seq int, id, output string) ev {
+	return ev{"response.failed", fmt.Sprintf(`{"type":"response.failed","sequence_number":%d,"response":{"id":%q,"object":"response","created_at":1,"status":"failed","model":"sim-model","output":%s,"error":{"code":"upstream_decode_interrupted","message":"interrupted"},"incomplete_details":null}}`, seq, id, output)}
+}
+
+// A response.failed whose output is not what was delivered is reported: empty, as if
+// nothing had been sent, or holding more than the client received.
+func TestCheckerReportsAResponsesFailedOutputThatIsNotWhatWasDelivered(t *testing.T) {
+	for _, output := range []string{`[]`,
+		`[{"id":"i","content":[{"type":"output_text","text":" alpha bravo charlie","annotations":[]}],"role":"assistant","status":"incomplete","type":"message"}]`} {
+		h := interruptedResponses()
+		setNamed(h, events(responsesStart, []ev{responsesDelta(4, " alpha bravo"), responsesError(5, 1), responsesFailedWith(6, "resp_1", output)})...)
+		requireRule(t, h, rShape)
+	}
 }
 
 // interruptedResponses: one delta of two tokens, then the error event and response.failed.

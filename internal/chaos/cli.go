@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // Main is `fencegate chaos`: one seeded run, its report, and every violation found. It
@@ -20,12 +21,8 @@ import (
 // from the wire and the replicas' records alone.
 func Main(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	// The flag package's own messages are discarded: a bad flag is the returned error, and
-	// --help prints the usage below.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	usage := func() {
-		fs.SetOutput(stdout)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
 		fmt.Fprint(stdout, `Usage:
   fencegate chaos [--requests N] [--seed S] [--fenced] [--partitions K]
       seeded random faults against fencegate started in-process in front of simulated
@@ -84,15 +81,11 @@ Flags:
 	tmpl := fs.String("config-template", "", "with --target: a text/template of the target's configuration, filled with the replicas' URLs (docs/chaos.md)")
 	tmplOut := fs.String("config-out", "", "where the filled template is written (default: the template's path without .tmpl)")
 	cmd := fs.String("target-cmd", "", "with --target: a shell command run once the configuration is written ($FENCEGATE_CHAOS_CONFIG names it), to (re)start the target; stopped with SIGTERM at the end if still running")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage()
-			return err
-		}
-		return fmt.Errorf("chaos: %w (fencegate chaos --help lists the flags)", err)
+	if err := cli.Parse(fs, args, "chaos"); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("chaos: unexpected arguments %q", fs.Args())
+		return cli.Usagef("chaos: unexpected arguments %q", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

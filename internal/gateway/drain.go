@@ -92,3 +92,7 @@ func refuseDraining(w http.ResponseWriter, r *http.Request, id string) {
 	writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "gateway_shutting_down",
 		Message: "this gateway is shutting down; send the request to another one", RequestID: id})
 }
+
+// DrainGrace is how long running requests may go on once the gateway is told to stop:
+// shutdown.drain_grace of the configuration of the moment, so that a reload changes it.
+func (s *Server) DrainGrace() time.Duration { return s.config().Shutdown.DrainGrace.D() }

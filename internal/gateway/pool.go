@@ -36,6 +36,9 @@ type pool struct {
 	canaryRun canarySchedule
 	// requests is the pool as its requests see it (requestpool.go).
 	requests request.Pool
+	// noneAnnounced: the pool's having no healthy replica was logged, and none came back
+	// since (announce.go).
+	noneAnnounced bool
 }
 
 // member is one replica as the gateway knows it besides its balance state. The pool's lock
@@ -63,6 +66,8 @@ type member struct {
 	// running holds the attempts on it, so that a replica declared dead can have them
 	// failed at once.
 	running map[*request.Attempt]struct{}
+	// announced: it was logged as found healthy (announce.go).
+	announced bool
 }
 
 // replicaSpec is a replica as a configuration or a DNS answer describes it.

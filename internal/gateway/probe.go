@@ -17,6 +17,9 @@ func (s *Server) probePool(ctx context.Context, p *pool) {
 			p.probeResult(tg.name, ok, reason)
 		}
 	})
+	if ctx.Err() == nil {
+		s.announce(p)
+	}
 }
 
 // eachTarget runs f for every replica of p concurrently and waits for all.

@@ -51,10 +51,26 @@ func (s *Server) Reload(cfg *config.Config) error {
 
 // restartOnly refuses a new configuration that changes what only a restart can.
 func restartOnly(old, cfg *config.Config) error {
-	for _, c := range []struct {
-		field    string
-		was, now any
-	}{
+	for _, c := range restartOnlySettings(old, cfg) {
+		if !reflect.DeepEqual(c.was, c.now) {
+			return fmt.Errorf("%s: changing it needs a restart; the configuration was not reloaded", c.field)
+		}
+	}
+	return nil
+}
+
+// restartSetting is one setting only a restart changes, in the running and the new
+// configuration.
+type restartSetting struct {
+	field    string
+	was, now any
+}
+
+// restartOnlySettings lists the settings only a restart can change: the listeners and
+// what holds connections, the store and what other gateways or agents share with this
+// one, and the periods of loops that Start begins.
+func restartOnlySettings(old, cfg *config.Config) []restartSetting {
+	return []restartSetting{
 		{"listen", old.Listen, cfg.Listen},
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"server", old.Server, cfg.Server},
@@ -71,12 +87,17 @@ func restartOnly(old, cfg *config.Config) error {
 		{"health.probe_every", old.Health.ProbeEvery, cfg.Health.ProbeEvery},
 		{"health.scrape_every", old.Health.ScrapeEvery, cfg.Health.ScrapeEvery},
 		{"health.dial_timeout", old.Health.DialTimeout, cfg.Health.DialTimeout},
-	} {
-		if !reflect.DeepEqual(c.was, c.now) {
-			return fmt.Errorf("%s: changing it needs a restart; the configuration was not reloaded", c.field)
-		}
 	}
-	return nil
+}
+
+// RestartOnlyKeys names the configuration keys, or sections, that only a restart changes:
+// a reload that changes one is refused (docs/configuration.md lists them).
+func RestartOnlyKeys() []string {
+	var out []string
+	for _, c := range restartOnlySettings(&config.Config{}, &config.Config{}) {
+		out = append(out, c.field)
+	}
+	return out
 }
 
 // ReloadFile reads the configuration file again and reloads it (SIGHUP, POST /admin/reload).

@@ -47,11 +47,11 @@ func (s *Server) storeRetryAfter() int {
 }
 
 // writeStoreUnavailable answers a request that needs the store while the store does not
-// answer: 503 journal_unavailable in the API's shape. Nothing was started, so sending it
-// again is safe: Retry-After says when, and x-should-retry lets the SDKs do it themselves.
+// answer: 503 journal_unavailable in the API's shape. Nothing was recorded or started, so
+// sending it again, with the same Idempotency-Key, is safe: Retry-After says when, and
+// retryable (x-should-retry: true) lets the SDKs do it themselves.
 func (s *Server) writeStoreUnavailable(w http.ResponseWriter, r *http.Request, message, id string) {
 	w.Header().Set("Retry-After", strconv.Itoa(s.storeRetryAfter()))
-	w.Header().Set("X-Should-Retry", "true")
 	writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
 		Message: message, RequestID: id, Retryable: ptr(true)})
 }

@@ -164,18 +164,30 @@ func TestWriteError(t *testing.T) {
 	}
 }
 
-// An error that says retryable: false tells the SDKs not to send the request again; one
-// that says nothing, or true, leaves their own retry policy alone.
+// x-should-retry is the error's retryable when it says one, else its code's entry in
+// docs/errors.md (unknown codes: false), and false on a replayed answer.
 func TestWriteErrorRetryHeader(t *testing.T) {
 	no, yes := false, true
 	for _, tc := range []struct {
+		code      string
 		retryable *bool
+		replayed  bool
 		want      string
-	}{{&no, "false"}, {&yes, ""}, {nil, ""}} {
+	}{
+		{"upstream_unavailable", &no, false, "false"},
+		{"upstream_unavailable", &yes, false, "true"},
+		{"upstream_unavailable", &yes, true, "false"},
+		{"no_healthy_replica", nil, false, "true"},
+		{"idempotency_key_cancelled", nil, false, "false"},
+		{"no_such_code", nil, false, "false"},
+	} {
 		rec := httptest.NewRecorder()
-		WriteError(rec, &Error{Message: "m", Status: 502, Retryable: tc.retryable})
+		if tc.replayed {
+			rec.Header().Set("Idempotent-Replayed", "true")
+		}
+		WriteError(rec, &Error{Message: "m", Code: tc.code, Status: 502, Retryable: tc.retryable})
 		if got := rec.Header().Get("X-Should-Retry"); got != tc.want {
-			t.Errorf("retryable %v: X-Should-Retry %q, want %q", tc.retryable, got, tc.want)
+			t.Errorf("%s, retryable %v, replayed %v: X-Should-Retry %q, want %q", tc.code, tc.retryable, tc.replayed, got, tc.want)
 		}
 	}
 }

@@ -16,6 +16,9 @@ type Stream struct {
 	ResponseID string
 	Model      string
 	CreatedAt  int64
+	// Output is what the client received of the response's output items, which
+	// response.failed reports as its output.
+	Output ResponsesOutput
 }
 
 // ErrorBody is the body of an error answered before any output, in p's shape. The status

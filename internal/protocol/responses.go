@@ -7,7 +7,8 @@ import (
 // responsesInterruption is the Responses API's `event: error` — type, code, message,
 // param, the next sequence_number, and fencegate's fields — followed by a terminal
 // response.failed whose error has the same code, because clients such as coding agents wait
-// for a terminal event and would otherwise report a dropped stream. The error event also
+// for a terminal event and would otherwise report a dropped stream. Its output is what the
+// client received of the output items (ResponsesOutput). The error event also
 // carries the error as an "error" member: the official SDKs raise a stream event as an
 // error when its data has one, and read it as an event otherwise.
 func responsesInterruption(e *openai.Error, st Stream) []byte {
@@ -33,7 +34,9 @@ func responsesInterruption(e *openai.Error, st Stream) []byte {
 	failed = appendInt(failed, st.CreatedAt)
 	failed = append(failed, `,"status":"failed","model":`...)
 	failed = openai.AppendString(failed, st.Model)
-	failed = append(failed, `,"output":[],"error":{"code":`...)
+	failed = append(failed, `,"output":`...)
+	failed = st.Output.AppendJSON(failed)
+	failed = append(failed, `,"error":{"code":`...)
 	failed = openai.AppendString(failed, e.Code)
 	failed = append(failed, `,"message":`...)
 	failed = openai.AppendString(failed, e.Message)

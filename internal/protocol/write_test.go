@@ -20,9 +20,9 @@ func TestWriteError(t *testing.T) {
 			if rec.Code != 502 || rec.Header().Get("Content-Type") != "application/json" {
 				t.Errorf("protocol %v: status %d, content type %q", p, rec.Code, rec.Header().Get("Content-Type"))
 			}
-			want := ""
-			if !retryable {
-				want = "false"
+			want := "false"
+			if retryable {
+				want = "true"
 			}
 			if got := rec.Header().Get("X-Should-Retry"); got != want {
 				t.Errorf("protocol %v, retryable %v: X-Should-Retry %q, want %q", p, retryable, got, want)

@@ -33,6 +33,11 @@ type shaper struct {
 	held      []byte
 	rewritten []byte
 	stripped  []byte
+	// data is the current event's data as the client gets it (rewritten or not), until
+	// it is written; heldData the data of the held events of a Responses stream, which
+	// st.Output reads once they are written.
+	data     []byte
+	heldData [][]byte
 	// wantUsage: ask engines that can (Pick.UsagePerChunk) for usage in every chunk, to
 	// count delivered tokens; usageBodyCache is the request body that asks for it.
 	wantUsage      bool
@@ -79,6 +84,7 @@ func (sh *shaper) event(ev sse.Event, strip bool) []byte {
 			data, rewrite = d, true
 		}
 	}
+	sh.data = data
 	if !rewrite {
 		return ev.Raw
 	}
@@ -116,6 +122,7 @@ func (sh *shaper) body(b []byte) ([]byte, int) {
 		tokens = int(gjson.GetBytes(b, "usage.completion_tokens").Int())
 		rewrite = sh.req.Endpoint != openai.Embeddings && sse.Classify(b)&sse.ToolCalls != 0
 	}
+	sh.data = nil // a whole answer: no final event will report its output
 	if rewrite {
 		b, _ = rewriteToolIDs(sh.proto, b, false, sh.id)
 	}
@@ -129,12 +136,18 @@ func (sh *shaper) body(b []byte) ([]byte, int) {
 func (sh *shaper) hold() {
 	sh.held = append(sh.held, sh.raw...)
 	sh.heldSeq = max(sh.heldSeq, sh.curSeq)
+	if sh.proto == sse.Responses {
+		sh.heldData = append(sh.heldData, bytes.Clone(sh.data))
+	}
+	sh.data = nil
 }
 
 // discardHeld drops the held events of an attempt that failed (ActDiscardHeld).
 func (sh *shaper) discardHeld() {
 	sh.held = sh.held[:0]
 	sh.heldSeq = -1
+	clear(sh.heldData)
+	sh.heldData = sh.heldData[:0]
 	// The response the discarded events named (response.created) never reaches the
 	// client: the final events and the journal name the response of the attempt whose
 	// events the client does receive.
@@ -144,15 +157,27 @@ func (sh *shaper) discardHeld() {
 // heldWritten notes that the held events were written (ActWriteHeld).
 func (sh *shaper) heldWritten() {
 	sh.held = sh.held[:0]
-	sh.sent(sh.heldSeq)
+	for _, d := range sh.heldData {
+		sh.st.Output.Add(d)
+	}
+	clear(sh.heldData)
+	sh.heldData = sh.heldData[:0]
+	if sh.heldSeq >= 0 {
+		sh.st.NextSequence = max(sh.st.NextSequence, sh.heldSeq+1)
+	}
 }
 
-// sent notes that the event numbered seq reached the client (the Responses API: the
-// gateway's own final events continue the numbering).
+// sent notes that the current event, numbered seq, reached the client (the Responses API:
+// the gateway's own final events continue the numbering, and response.failed reports the
+// output items the client received).
 func (sh *shaper) sent(seq int64) {
 	if seq >= 0 {
 		sh.st.NextSequence = max(sh.st.NextSequence, seq+1)
 	}
+	if sh.proto == sse.Responses && sh.data != nil {
+		sh.st.Output.Add(sh.data)
+	}
+	sh.data = nil
 }
 
 // done is the end event of a stream the engine left without its own.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/cli"
 )
 
 // Main runs one simulated replica as a process, for `fencegate sim`: it
@@ -82,11 +84,11 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 		return nil
 	})
 	fs.StringVar(&cacheConfig, "cache-config", "", "comma-separated key=value labels of vllm:cache_config_info (vLLM CacheConfig fields) overriding the defaults")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, "sim"); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+		return cfg, cli.Usagef("sim: unexpected arguments %q", fs.Args())
 	}
 	if cacheConfig != "" {
 		cfg.CacheConfig = make(map[string]string)

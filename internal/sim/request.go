@@ -46,6 +46,11 @@ type completionRequest struct {
 	IgnoreEOS  bool            `json:"ignore_eos"` // vLLM extension: run to max_tokens
 	Tools      []toolParam     `json:"tools"`
 	ToolChoice json.RawMessage `json:"tool_choice"`
+	// The chat template's options (vLLM extensions of the chat request): whether the
+	// prompt ends with the assistant's header (default true), or leaves the final
+	// message open for the model to continue (continue.go).
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage bool  `json:"continue_final_message"`
 }
 
 // chatMessageIn is a chat message as clients send it: content is a string,
@@ -61,6 +66,8 @@ type promptSpec struct {
 	key       string   // what the output text is keyed on: the prompt text, or TokenPrompt(ids)
 	ids       []uint32 // prompt token ids
 	maxTokens int      // output tokens allowed to each of its n sequences
+	// open is the final message a chat with continue_final_message leaves open.
+	open *openTurn
 }
 
 // generationSpec is a validated request, reduced to what generation needs.
@@ -119,6 +126,13 @@ func (s *Server) parseGeneration(endpoint string, body []byte) (generationSpec, 
 		return spec, &apiError{status: http.StatusBadRequest, message: "JSON decode error: " + err.Error()}
 	}
 	spec.stream = req.Stream
+	if req.ContinueFinalMessage && req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+		// ChatCompletionRequest.check_generation_prompt, a model validator that runs
+		// before any field is validated.
+		var v validationErrors
+		v.valueError(bytes.TrimSpace(body), cannotSetBoth, "body")
+		return spec, v.err()
+	}
 	if req.Model == nil || *req.Model == "" {
 		return spec, &apiError{status: http.StatusBadRequest, message: "Field required: model", param: "model"}
 	}
@@ -147,11 +161,11 @@ func (s *Server) parseGeneration(endpoint string, body []byte) (generationSpec, 
 // endpoint, the prompt or prompt array for completions.
 func promptsOf(endpoint string, req *completionRequest) ([]promptSpec, *apiError) {
 	if endpoint == endpointChat {
-		prompt, err := chatPrompt(req)
+		prompt, open, err := chatPrompt(req)
 		if err != nil {
 			return nil, err
 		}
-		return []promptSpec{{key: prompt, ids: tokenIDs(prompt)}}, nil
+		return []promptSpec{{key: prompt, ids: tokenIDs(prompt), open: open}}, nil
 	}
 	prompts, err := completionPrompts(req.Prompt)
 	if err != nil {
@@ -160,20 +174,35 @@ func promptsOf(endpoint string, req *completionRequest) ([]promptSpec, *apiError
 	return prompts, nil
 }
 
-// chatPrompt renders a chat request's messages with the chat template.
-func chatPrompt(req *completionRequest) (string, *apiError) {
+// chatPrompt renders a chat request's messages with the chat template, with the
+// generation prompt unless the request turns it off, or with the final message left open
+// (continue_final_message). open is that final message.
+func chatPrompt(req *completionRequest) (prompt string, open *openTurn, e *apiError) {
 	if len(req.Messages) == 0 {
-		return "", &apiError{status: http.StatusBadRequest, message: "Field required: messages (a non-empty list)", param: "messages"}
+		return "", nil, &apiError{status: http.StatusBadRequest, message: "Field required: messages (a non-empty list)", param: "messages"}
 	}
 	msgs := make([]Message, len(req.Messages))
 	for i, m := range req.Messages {
 		text, err := contentText(m.Content)
 		if err != nil {
-			return "", &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].content: %v", i, err), param: "messages"}
+			return "", nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].content: %v", i, err), param: "messages"}
 		}
 		msgs[i] = Message{Role: m.Role, Content: text}
 	}
-	return RenderChat(msgs), nil
+	addGenerationPrompt := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	if !req.ContinueFinalMessage {
+		return renderChat(msgs, addGenerationPrompt), nil, nil
+	}
+	if addGenerationPrompt {
+		// transformers refuses the pair; vLLM wraps its ValueError in its own and answers
+		// with both ("{e} {e.__cause__}").
+		return "", nil, &apiError{status: http.StatusBadRequest, message: notCompatible + " " + notCompatible}
+	}
+	prompt, open, refused := renderContinued(msgs)
+	if refused != "" {
+		return "", nil, &apiError{status: http.StatusBadRequest, message: refused + " " + refused}
+	}
+	return prompt, open, nil
 }
 
 // contentText flattens a chat message's content to text, joining text parts

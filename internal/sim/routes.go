@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -123,15 +124,20 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 // tokenizeRequest is vLLM's /tokenize body: a prompt, or chat messages that
 // are rendered with the chat template first.
 type tokenizeRequest struct {
-	Model               string          `json:"model"`
-	Prompt              *string         `json:"prompt"`
-	Messages            []chatMessageIn `json:"messages"`
-	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	Model                string          `json:"model"`
+	Prompt               *string         `json:"prompt"`
+	Messages             []chatMessageIn `json:"messages"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage bool            `json:"continue_final_message"`
 }
 
 func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		s.writeError(w, apiError{status: http.StatusBadRequest, message: "JSON decode error: " + err.Error()})
 		return
 	}
@@ -144,8 +150,14 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil:
 		text = *req.Prompt
 	case req.Messages != nil:
-		chat := completionRequest{Messages: req.Messages}
-		prompt, invalid := chatPrompt(&chat)
+		chat := completionRequest{Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt, ContinueFinalMessage: req.ContinueFinalMessage}
+		if chat.ContinueFinalMessage && chat.AddGenerationPrompt != nil && *chat.AddGenerationPrompt {
+			var v validationErrors
+			v.valueError(bytes.TrimSpace(body), cannotSetBoth, "body")
+			s.writeError(w, *v.err())
+			return
+		}
+		prompt, _, invalid := chatPrompt(&chat)
 		if invalid != nil {
 			s.writeError(w, *invalid)
 			return

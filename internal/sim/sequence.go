@@ -27,6 +27,7 @@ func newSequences(salt, idStyle string, spec *generationSpec) []*sequence {
 		p := &spec.prompts[pi]
 		for j := range spec.n {
 			gen := newGenerator(salt, spec.seed+int64(j), p.key)
+			gen = continuation(salt, spec.seed+int64(j), gen, p.open)
 			q := &sequence{choice: pi*spec.n + j, prompt: p, gen: gen}
 			natural := gen.naturalLength()
 			if spec.tools.mode != toolsNone {

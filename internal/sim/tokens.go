@@ -59,6 +59,9 @@ const (
 // runs and tells replicas (different salts) apart.
 type generator struct {
 	key uint64
+	// offset is where in the sequence of key this generation starts: a chat turn that
+	// continues the sequence's own first offset tokens (continue.go).
+	offset int
 }
 
 func newGenerator(salt string, seed int64, prompt string) generator {
@@ -75,6 +78,7 @@ func newGenerator(salt string, seed int64, prompt string) generator {
 
 // word returns the vocabulary index of output token i.
 func (g generator) word(i int) int {
+	i += g.offset
 	return int(mix64(g.key+uint64(i+1)*0x9e3779b97f4a7c15) % uint64(len(vocabulary)))
 }
 
@@ -82,7 +86,7 @@ func (g generator) word(i int) int {
 // ending with finish_reason "stop".
 func (g generator) naturalLength() int {
 	span := uint64(maxNaturalLength - minNaturalLength + 1)
-	return minNaturalLength + int(mix64(g.key^0xd1b54a32d192ed03)%span)
+	return minNaturalLength + int(mix64(g.key^0xd1b54a32d192ed03)%span) - g.offset
 }
 
 // Tokens returns the first n token texts a replica whose name is salt

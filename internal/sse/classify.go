@@ -63,26 +63,42 @@ const maxCount = min(1<<53, math.MaxInt)
 // just Class Malformed with CompletionTokens -1; a payload that is not an
 // object ([DONE] included) has no choices and no usage either.
 func Summarize(data []byte) Summary {
-	if string(data) == "[DONE]" {
-		return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
-	}
-	if string(bytes.TrimSpace(data)) == "null" {
-		// llama.cpp's server sends "data: null" between the choices of one prompt and the
-		// next: no chunk at all, and the official Node SDK fails on it. It carries no
-		// more than a comment, and is dropped as one.
-		return Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+	return summarizeFrom(data, 0, nil)
+}
+
+// summarizeFrom is Summarize. With resume > 0, data[:resume] is '{' and whole members that
+// carry nothing looked for, already proved valid (see prefixMemo), and the scan starts after
+// them. With memo, the leading run of such members is remembered there.
+func summarizeFrom(data []byte, resume int, memo *prefixMemo) Summary {
+	if resume == 0 {
+		if string(data) == "[DONE]" {
+			return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		}
+		if string(bytes.TrimSpace(data)) == "null" {
+			// llama.cpp's server sends "data: null" between the choices of one prompt and
+			// the next: no chunk at all, and the official Node SDK fails on it. It carries
+			// no more than a comment, and is dropped as one.
+			return Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		}
 	}
 	s := scanner{data: data}
 	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
-	if s.peek() == '{' {
+	plainEnd := 0
+	if resume > 0 {
+		s.pos = resume
+		s.topObject(&sum, false)
+	} else if s.peek() == '{' {
 		s.pos++
-		s.topObject(&sum)
+		plainEnd = s.topObject(&sum, true)
 	} else {
 		// Valid JSON that is not an object carries nothing we look for.
 		s.skip(0)
 	}
 	if s.bad || s.skipSpace() {
 		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
+	}
+	if memo != nil {
+		memo.remember(data, plainEnd)
 	}
 	if sum.Class&Error != 0 {
 		sum.Class &^= NullError // an error it is; nothing to strip
@@ -110,19 +126,28 @@ func ClassifyCount(data []byte) (Class, int) {
 	return sum.Class, sum.Outputs
 }
 
-// topObject scans the members of the chunk object (its '{' consumed).
-func (s *scanner) topObject(sum *Summary) {
+// topObject scans the members of the chunk object (its '{' consumed), from the first one
+// when first is true, else from the ',' or '}' after a member. It returns the end of the
+// leading members that carried nothing it looks for (see prefixMemo), 0 when there are
+// none.
+func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 	var buf [24]byte
-	for first := true; ; first = false {
+	plain := first // still in the leading run of members that carry nothing
+	for ; ; first = false {
 		prev := s.pos // just past the previous member's value, or the '{'
+		if plain && !first {
+			plainEnd = prev
+		}
 		raw, ok := s.nextKey(first)
 		if !ok {
-			return
+			return plainEnd
 		}
 		switch string(s.name(raw, &buf)) {
 		case "choices":
+			plain = false
 			s.choices(sum)
 		case "usage":
+			plain = false
 			key := s.keyStart(raw)
 			// A repeated member replaces the earlier one, as when decoding.
 			sum.CompletionTokens = -1
@@ -135,6 +160,7 @@ func (s *scanner) topObject(sum *Summary) {
 			}
 			sum.UsageStart, sum.UsageEnd = memberSpan(s.data, first, prev, key, s.pos)
 		case "error":
+			plain = false
 			if s.notNull(1) {
 				sum.Class |= Error
 			} else if !s.bad {
@@ -144,6 +170,7 @@ func (s *scanner) topObject(sum *Summary) {
 			if s.peek() == '"' {
 				v, ok := s.str()
 				if ok && string(s.name(v, &buf)) == "error" {
+					plain = false
 					sum.Class |= Error
 				}
 			} else {

@@ -54,8 +54,9 @@ type Decoder struct {
 	// buffer: an LF at the start of the next event is dropped (see Decoder).
 	dropLF bool
 
-	scratch []byte // joined multi-line data; reset on Append
-	limit   int    // 0 means MaxEventSize; tests lower it
+	memo    prefixMemo // what the stream's chunks repeat (Completions only)
+	scratch []byte     // joined multi-line data; reset on Append
+	limit   int        // 0 means MaxEventSize; tests lower it
 	err     error
 }
 
@@ -105,6 +106,9 @@ func (d *Decoder) keepTail() {
 // (or Err is set). Events made only of blank lines are skipped.
 func (d *Decoder) Next() (Event, bool) {
 	for d.err == nil {
+		if ev, ok := d.nextDataLine(); ok {
+			return ev, true
+		}
 		end, ok := d.scanEventEnd()
 		if !ok {
 			if len(d.buf)-d.start > d.maxSize() {
@@ -126,6 +130,40 @@ func (d *Decoder) Next() (Event, bool) {
 	return Event{}, false
 }
 
+// nextDataLine returns the next event when it is the usual one, a single "data:" line
+// ended by LF and a blank line, found with one search for its end instead of the general
+// line scan's several. Anything else is left to it.
+func (d *Decoder) nextDataLine() (Event, bool) {
+	if d.pos != d.start || d.crPending || d.dropLF {
+		return Event{}, false
+	}
+	rest := d.buf[d.start:]
+	if len(rest) < 7 || string(rest[:5]) != "data:" {
+		return Event{}, false
+	}
+	nl := bytes.IndexByte(rest, '\n')
+	if nl < 0 || nl+1 >= len(rest) || rest[nl+1] != '\n' || nl+2 > d.maxSize() {
+		return Event{}, false
+	}
+	line := rest[:nl]
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return Event{}, false // a CR ends a line too: the general scan splits it
+	}
+	value := line[5:]
+	if len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	end := d.start + nl + 2
+	ev := Event{Raw: d.buf[d.start:end], Data: value}
+	d.start, d.pos, d.atLineStart = end, end, true
+	if d.Protocol == Completions {
+		ev.setSummary(d.memo.summarize(value))
+	} else {
+		ev.setSummary(SummarizeEvent(d.Protocol, nil, value))
+	}
+	return ev, true
+}
+
 // Buffered returns the number of bytes held that Next has not returned yet:
 // after Next reports false, the bytes of an incomplete event.
 func (d *Decoder) Buffered() int { return len(d.buf) - d.start }
@@ -136,7 +174,8 @@ func (d *Decoder) Err() error { return d.err }
 
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
-	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true}
+	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
+		memo: prefixMemo{prefix: d.memo.prefix[:0]}}
 }
 
 func (d *Decoder) maxSize() int {
@@ -290,7 +329,11 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
+		if d.Protocol == Completions {
+			ev.setSummary(d.memo.summarize(ev.Data))
+		} else {
+			ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
+		}
 	case errorValue != nil:
 		ev.Data = errorValue
 		ev.setSummary(Summarize(errorValue))
