@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // check validates a configuration as serve would, without listening or opening the store,
@@ -57,10 +58,14 @@ func check(ctx context.Context, args []string, stdout io.Writer) error {
 	// Who may call the operator's endpoints; admin keys kept in the store (fencegate keys
 	// create --admin) count too, but check does not open the store.
 	access := cfg.AdminAccess(false)
-	if cfg.AdminListen == "" && len(cfg.Auth.AdminKeys) == 0 {
+	if cfg.AdminListen == "" && len(cfg.Auth.AdminKeys) == 0 && cfg.Auth.UsesStoreKeys() {
 		access += " (unless the store holds an admin key)"
 	}
 	fmt.Fprintln(stdout, access)
+	if cfg.Auth.UsesStoreKeys() && len(cfg.Auth.Keys)+len(cfg.Auth.AdminKeys) == 0 && strings.HasPrefix(cfg.Store, "postgres") {
+		// Said before it is deployed: the one setting whose effect shows only in an outage.
+		fmt.Fprintln(stdout, "note: started while the store is unreachable, this gateway answers every API request 503 until the store comes, since it cannot tell whether the store holds keys; list keys here, or set auth.store_keys: false if the store holds none")
+	}
 	if cfg.Auth.HasPlaintextKeys() {
 		// Served, but the file now holds secrets: say so before it is deployed.
 		fmt.Fprintln(stdout, "warning: API keys in plain text (key:); write key_sha256: (the hex SHA-256 of the key), or keep them in the store with fencegate keys")
@@ -86,13 +91,11 @@ Flags:
 // checkFiles checks the files a valid configuration names but Validate does not open.
 func checkFiles(cfg *config.Config) error {
 	if f := cfg.AgentSecretFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
+		// One or two secrets, one per line (the current one, then the next): what the
+		// gateway and the agents read. Agents refuse an empty --secret-file, so an empty
+		// one here can only be a mistake.
+		if _, err := secretfile.Load(f); err != nil {
 			return fmt.Errorf("agent_secret_file: %w", err)
-		}
-		// Agents refuse an empty --secret-file, so an empty one here can only be a mistake.
-		if strings.TrimSpace(string(b)) == "" {
-			return fmt.Errorf("agent_secret_file: %s is empty", f)
 		}
 	}
 	for i, m := range cfg.Models {

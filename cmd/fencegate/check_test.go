@@ -90,12 +90,17 @@ func TestCheckRejectsBadConfigsNamingTheField(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	three := filepath.Join(f.dir, "three.secret")
+	if err := os.WriteFile(three, []byte("one\ntwo\nthree\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct{ name, yaml, want string }{
 		{"unknown field", string(goodYAML) + "trace: true\n", "trace"},
 		{"bad url", edit("http://10.0.0.2:8001", "10.0.0.2:8001"), "models[0].replicas[1].url"},
 		{"bad duration", string(goodYAML) + "policy: {idle_timeout: soon}\n", "policy.idle_timeout"},
 		{"missing secret file", edit(f.secret, filepath.Join(f.dir, "nope.secret")), "agent_secret_file"},
-		{"empty secret file", edit(f.secret, empty), "agent_secret_file"},
+		{"empty secret file", edit(f.secret, empty), "agent_secret_file: " + empty + " holds no secret"},
+		{"three secrets", edit(f.secret, three), "holds 3 secrets; at most 2, one per line"},
 		{"missing tls key", edit(f.key, filepath.Join(f.dir, "nope.key")), "tls.key_file"},
 		{"tls cert without key", edit(fmt.Sprintf(", key_file: %q", f.key), ""), "tls.key_file"},
 		{"missing sqlite directory", edit(f.db, filepath.Join(f.dir, "nodir", "fencegate.db")), "store"},
@@ -189,6 +194,27 @@ func TestCheckSaysWhoReachesTheAdminCalls(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check with %q says:\n%s\nwant a line with %q", extra, out.String(), want)
+		}
+	}
+}
+
+// check warns, before deployment, of a gateway that could serve nothing while its PostgreSQL
+// store is away (no configured key, the store's keys counting), and not otherwise.
+func TestCheckSaysWhatAStoreOutageDoes(t *testing.T) {
+	f := newCheckFixture(t)
+	const note = "note: started while the store is unreachable, this gateway answers every API request 503"
+	t.Setenv(storeEnv, "postgres://fencegate@db.example:5432/fencegate")
+	for extra, want := range map[string]bool{
+		"":                            true,
+		"auth: {store_keys: false}\n": false,
+		"auth:\n  keys: [{id: a, key_sha256: \"" + strings.Repeat("cd", 32) + "\"}]\n": false,
+	} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"check", "--config", f.config(t, "127.0.0.1:8080", extra)}, &out, &out); err != nil {
+			t.Fatalf("check with %q: %v", extra, err)
+		}
+		if strings.Contains(out.String(), note) != want {
+			t.Errorf("check with %q says:\n%s\nthe note wanted: %v", extra, out.String(), want)
 		}
 	}
 }

@@ -215,6 +215,9 @@ func createKey(ctx context.Context, st store.Store, cfg *config.Config, k store.
 		role = "admin key (the operator's calls)"
 	}
 	fmt.Fprintf(stderr, "%s %s created; it is shown once: the store keeps only its SHA-256\n", role, k.ID)
+	if !cfg.Auth.UsesStoreKeys() {
+		fmt.Fprintln(stderr, "warning: this configuration sets auth.store_keys: false, so gateways that use it ignore the store's keys")
+	}
 	return nil
 }
 

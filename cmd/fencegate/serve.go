@@ -185,7 +185,8 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 	}
 	gw.Start()
 	fmt.Fprintf(stdout, "fencegate gateway listening on %s://%s\n", scheme, ln.Addr())
-	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "listen", ln.Addr().String(), "tls", cfg.TLS.Enabled())
+	log.Info("gateway started", "gateway_id", gw.ID(), "store", redact(cfg.Store), "store_connected", gw.StoreConnected(),
+		"listen", ln.Addr().String(), "tls", cfg.TLS.Enabled())
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if admin != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/secretfile"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
 
@@ -29,6 +30,13 @@ type Agent struct {
 	ln    net.Listener
 	srv   *http.Server
 	proxy *httputil.ReverseProxy // every unfenced request
+	// secret is what requests must carry (nil: none); metrics are the agent's own, served
+	// at PathMetrics and, with metricsSrv, on the metrics listener.
+	secret     *secretfile.File
+	metrics    *agentMetrics
+	metricsLn  net.Listener
+	metricsSrv *http.Server
+	metricsURL string
 	// client carries the scrape, unfenced requests and SGLang aborts. Fenced
 	// data requests never use it: they go through engineClient, whose
 	// responses are read in the handler's goroutine and close exactly their
@@ -79,6 +87,12 @@ func Start(cfg Config) (*Agent, error) {
 		}
 		cfg.Logger.Info("model directory hashed", "dir", cfg.ModelDir, "content_sha256", content, "files", files)
 	}
+	secret := secretfile.Fixed(cfg.Secret)
+	if cfg.SecretFile != "" {
+		if secret, err = secretfile.Load(cfg.SecretFile); err != nil {
+			return nil, fmt.Errorf("agent: --secret-file: %w", err)
+		}
+	}
 	engineClient, err := newEngineClient()
 	if err != nil {
 		return nil, fmt.Errorf("agent: engine client: %w", err)
@@ -86,6 +100,13 @@ func Start(cfg Config) (*Agent, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen on %s: %w", cfg.Listen, err)
+	}
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("agent: --metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
 	}
 	transport := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -107,7 +128,10 @@ func Start(cfg Config) (*Agent, error) {
 		content:      content,
 		engineClient: engineClient,
 		engineBase:   engine.Scheme + "://" + engine.Host,
+		secret:       secret,
+		metricsLn:    metricsLn,
 	}
+	a.metrics = newAgentMetrics(a)
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
 	a.proxy = a.newPassthrough(transport)
 	a.srv = &http.Server{
@@ -115,7 +139,7 @@ func Start(cfg Config) (*Agent, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
-	if cfg.Secret == "" {
+	if secret == nil {
 		a.log.Warn("no agent secret configured: control calls are accepted from loopback clients only, and data requests from anyone who reaches the agent")
 	}
 	a.wg.Add(2)
@@ -124,8 +148,29 @@ func Start(cfg Config) (*Agent, error) {
 		_ = a.srv.Serve(ln) // returns when Close closes the listener
 	}()
 	go a.scrapeLoop()
+	if metricsLn != nil {
+		a.metricsURL = "http://" + loopbackURLHost(metricsLn.Addr().(*net.TCPAddr))
+		a.metricsSrv = &http.Server{Handler: a.tracked(a.metricsRoutes()), ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			_ = a.metricsSrv.Serve(metricsLn)
+		}()
+	}
+	if cfg.SecretFile != "" {
+		// A Kubernetes Secret volume changes the file in place, with no signal.
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			secret.Watch(a.life, cfg.SecretPoll, "agent secret", a.log, a.metrics.secretReload)
+		}()
+	}
 	return a, nil
 }
+
+// MetricsURL returns the metrics listener's base URL ("" without Config.MetricsListen).
+func (a *Agent) MetricsURL() string { return a.metricsURL }
 
 // loopbackURLHost turns a bound address into a host:port a client can dial:
 // an unspecified address (":8101") is reached on 127.0.0.1.
@@ -158,14 +203,16 @@ func (a *Agent) routes() http.Handler {
 	for _, path := range dataPaths {
 		mux.HandleFunc("POST "+path, a.serveData)
 	}
-	mux.Handle("POST "+PathRenew, a.control(a.serveRenew))
-	mux.Handle("POST "+PathCancel, a.control(a.serveCancel))
-	mux.Handle("GET "+PathAttempts, a.control(a.serveAttempts))
+	control := func(h http.HandlerFunc) http.Handler { return a.metrics.counted(kindControl, a.control(h)) }
+	mux.Handle("POST "+PathRenew, control(a.serveRenew))
+	mux.Handle("POST "+PathCancel, control(a.serveCancel))
+	mux.Handle("GET "+PathAttempts, control(a.serveAttempts))
 	mux.HandleFunc("GET "+PathHealth, a.serveHealth)
+	mux.Handle("GET "+PathMetrics, a.metrics.handler())
 	mux.HandleFunc("/fencegate/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no agent endpoint "+r.Method+" "+r.URL.Path)
 	})
-	mux.Handle("/", a.proxy)
+	mux.Handle("/", a.metrics.counted(kindPassthrough, a.proxy))
 	return mux
 }
 
@@ -207,6 +254,11 @@ func (a *Agent) Close() error {
 
 	a.stopLife()
 	err := a.srv.Close() // closes the listener and every downstream connection
+	if a.metricsSrv != nil {
+		a.metricsSrv.Close()
+	} else if a.metricsLn != nil {
+		a.metricsLn.Close()
+	}
 	for _, at := range live {
 		a.abort(at, errAgentClosed)
 	}

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"io"
 	"net"
 	"net/http"
@@ -17,30 +15,38 @@ import (
 // requests on the engine outside every lease. The one exception is PathHealth, which the
 // agent answers itself from a fixed probe of the engine: orchestrator probes (a kubelet's)
 // cannot carry a secret, and that answer carries nothing but up or down.
+//
+// Either of the secrets the agent holds is accepted (the current one and the next, while
+// a rotation is under way: docs/design.md §4); they are read again when their file
+// changes.
 func (a *Agent) requireSecret(h http.Handler) http.Handler {
-	if a.cfg.Secret == "" {
+	if a.secret == nil {
 		return h
 	}
-	want := sha256.Sum256([]byte(a.cfg.Secret))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != PathHealth {
-			// Hashing both sides first makes the comparison constant-time in the
-			// secret's length too.
-			got := sha256.Sum256([]byte(r.Header.Get(HeaderAgentKey)))
-			if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				writeError(w, http.StatusUnauthorized, "invalid_agent_key", "missing or wrong "+HeaderAgentKey)
-				return
-			}
+		if r.URL.Path != PathHealth && !a.secret.Accepts(r.Header.Get(HeaderAgentKey)) {
+			a.metrics.unauthorized.Inc()
+			writeError(w, http.StatusUnauthorized, "invalid_agent_key", "missing or wrong "+HeaderAgentKey)
+			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ReloadSecret reads the secret file again now (SIGHUP; it is also read every
+// Config.SecretPoll) and reports whether the secrets changed. An unreadable or invalid
+// file is an error, and the secrets read last stay in force.
+func (a *Agent) ReloadSecret() (bool, error) {
+	changed, err := a.secret.Reload()
+	a.metrics.secretReload(changed, err)
+	return changed, err
 }
 
 // control wraps a control endpoint with the agent's access rule: the secret when one is
 // configured (requireSecret checked it), otherwise loopback clients only.
 func (a *Agent) control(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.cfg.Secret == "" && !fromLoopback(r) {
+		if a.secret == nil && !fromLoopback(r) {
 			writeError(w, http.StatusForbidden, "control_requires_loopback",
 				"this agent has no secret configured, so it accepts control calls from loopback clients only")
 			return

@@ -21,6 +21,7 @@ func (a *Agent) serveCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "a cancel needs an attempt and a positive epoch")
 		return
 	}
+	a.metrics.cancels.Inc()
 	a.mu.Lock()
 	status := a.table.Revoke(req.Attempt, req.Epoch)
 	at := a.live[req.Attempt]

@@ -14,11 +14,13 @@ import (
 
 	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/logging"
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // Main runs the agent as a process, for `fencegate agent`: it parses args,
-// serves until SIGINT or SIGTERM, then closes. It prints one line with the
-// agent's URL once it is listening; the log goes to stderr.
+// serves until SIGINT or SIGTERM, then closes; SIGHUP reads the secret file again.
+// It prints one line with the agent's URL once it is listening; the log goes to
+// stderr.
 func Main(args []string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -46,8 +48,28 @@ func run(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	fmt.Fprintf(stdout, "fencegate agent for %s engine %s listening at %s\n", cfg.EngineKind, cfg.Engine, a.URL())
-	<-ctx.Done()
-	return a.Close()
+	if u := a.MetricsURL(); u != "" {
+		fmt.Fprintf(stdout, "fencegate agent metrics at %s%s, the engine's at %s%s\n", u, PathOwnMetrics, u, PathEngineMetrics)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return a.Close()
+		case <-hup:
+			if cfg.SecretFile == "" {
+				logger.Info("SIGHUP: no --secret-file to read again")
+				continue
+			}
+			if changed, err := a.ReloadSecret(); err != nil {
+				logger.Error("agent secret not read again; keeping the secrets read last", "err", err)
+			} else {
+				logger.Info("agent secret read again", "changed", changed, "secrets", a.secret.Secrets().Len())
+			}
+		}
+	}
 }
 
 // parseFlags turns command-line flags into a Config.
@@ -55,11 +77,12 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var cfg Config
-	var secretFile string
 	fingerprint := fingerprintFlag{}
 	fs.StringVar(&cfg.Engine, "engine", "", "engine base URL, e.g. http://127.0.0.1:8000 (required)")
 	fs.StringVar(&cfg.Listen, "listen", defaultListen, "address to listen on")
-	fs.StringVar(&secretFile, "secret-file", "", "file holding the secret every request (data and control) must send as "+HeaderAgentKey)
+	fs.StringVar(&cfg.SecretFile, "secret-file", "", "file holding the secret every request (data and control) must send as "+HeaderAgentKey+
+		"; one per line, at most two, either accepted (to rotate it); read again when it changes and on SIGHUP")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving, without the secret, GET /metrics (the agent's) and GET /engine/metrics (the engine's)")
 	fs.StringVar(&cfg.EngineKind, "engine-kind", KindGeneric, "generic, vllm or sglang")
 	fs.StringVar(&cfg.ModelDir, "model-dir", "", "the engine's model directory, whose answer-deciding files are hashed into the fingerprint (content_sha256)")
 	fs.Var(fingerprint, "fingerprint", "key=value label added to the replica fingerprint (repeatable)")
@@ -74,14 +97,10 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	if cfg.Engine == "" {
 		return cfg, fmt.Errorf("agent: --engine is required")
 	}
-	if secretFile != "" {
-		b, err := os.ReadFile(secretFile)
-		if err != nil {
-			return cfg, fmt.Errorf("agent: reading --secret-file: %w", err)
-		}
-		cfg.Secret = strings.TrimSpace(string(b))
-		if cfg.Secret == "" {
-			return cfg, fmt.Errorf("agent: --secret-file %s is empty", secretFile)
+	if cfg.SecretFile != "" {
+		// Read now, so that a missing or bad file is reported before anything starts.
+		if _, err := secretfile.Load(cfg.SecretFile); err != nil {
+			return cfg, fmt.Errorf("agent: --secret-file: %w", err)
 		}
 	}
 	if len(fingerprint) > 0 {

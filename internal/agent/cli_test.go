@@ -15,18 +15,21 @@ import (
 
 func TestParseFlags(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secret, []byte("  hunter2\n"), 0o600); err != nil {
+	if err := os.WriteFile(secret, []byte("  hunter2\nnext-one\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	empty, three := filepath.Join(t.TempDir(), "empty"), filepath.Join(t.TempDir(), "three")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	os.WriteFile(three, []byte("a\nb\nc\n"), 0o600)
 	cfg, err := parseFlags([]string{
 		"--engine", "http://127.0.0.1:8000", "--listen", "127.0.0.1:0", "--secret-file", secret,
 		"--engine-kind", "sglang", "--fingerprint", "revision=abc", "--fingerprint", "quantization=fp8",
-		"--scrape-every", "250ms", "--model-dir", "/models/m",
+		"--scrape-every", "250ms", "--model-dir", "/models/m", "--metrics-listen", "127.0.0.1:0",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Engine != "http://127.0.0.1:8000" || cfg.Listen != "127.0.0.1:0" || cfg.Secret != "hunter2" ||
+	if cfg.Engine != "http://127.0.0.1:8000" || cfg.Listen != "127.0.0.1:0" || cfg.SecretFile != secret || cfg.MetricsListen != "127.0.0.1:0" ||
 		cfg.EngineKind != KindSGLang || cfg.Fingerprint["revision"] != "abc" || cfg.Fingerprint["quantization"] != "fp8" ||
 		cfg.ScrapeEvery != 250*time.Millisecond || cfg.ModelDir != "/models/m" {
 		t.Fatalf("config %+v", cfg)
@@ -36,6 +39,8 @@ func TestParseFlags(t *testing.T) {
 		{"--engine", "http://x", "extra"}, // stray argument
 		{"--engine", "http://x", "--fingerprint", "novalue"},
 		{"--engine", "http://x", "--secret-file", filepath.Join(t.TempDir(), "missing")},
+		{"--engine", "http://x", "--secret-file", empty},
+		{"--engine", "http://x", "--secret-file", three},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/openai"
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // SetLeaseHeaders adds the lease headers of a fenced data request to h.
@@ -29,8 +30,10 @@ func SetLeaseHeaders(h http.Header, attempt string, epoch uint64, ttl time.Durat
 // lost).
 type Client struct {
 	BaseURL string // the agent's base URL, e.g. "http://10.0.0.5:8101"
-	Secret  string // sent as X-Fencegate-Agent-Key when set
-	HTTP    *http.Client
+	// Secret's current secret is sent as X-Fencegate-Agent-Key (nil: none); it is read at
+	// each call, so a rotation takes effect without a new Client.
+	Secret *secretfile.File
+	HTTP   *http.Client
 }
 
 // Renew sends one batched renewal.
@@ -73,8 +76,8 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Secret != "" {
-		req.Header.Set(HeaderAgentKey, c.Secret)
+	if k := c.Secret.Current(); k != "" {
+		req.Header.Set(HeaderAgentKey, k)
 	}
 	hc := c.HTTP
 	if hc == nil {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/secretfile"
 )
 
 // Engine kinds. The kind decides only what the agent adds on top of closing
@@ -26,9 +28,22 @@ type Config struct {
 	// Listen is the address to listen on; default "127.0.0.1:8101".
 	Listen string
 	// Secret, when set, must be sent as X-Fencegate-Agent-Key on every request
-	// (data, passthrough and control; PathHealth excepted). When empty, control
-	// calls are accepted from loopback only and data requests from anyone.
+	// (data, passthrough and control; PathHealth excepted). When empty (and no
+	// SecretFile), control calls are accepted from loopback only and data requests
+	// from anyone.
 	Secret string
+	// SecretFile, when set, holds the secret instead (--secret-file): one per line, at
+	// most two, either accepted, so that a secret can be rotated without a restart. It is
+	// read again every SecretPoll and on ReloadSecret (SIGHUP); a file that turns
+	// unreadable or invalid keeps the secrets read last.
+	SecretFile string
+	// SecretPoll is how often SecretFile is read again; default secretfile.DefaultPoll.
+	SecretPoll time.Duration
+	// MetricsListen, when set, is a second address (--metrics-listen) that serves, with no
+	// secret, GET /metrics (the agent's own metrics) and GET /engine/metrics (the engine's),
+	// for Prometheus and autoscalers; nothing else. The agent's own metrics are also at
+	// GET /fencegate/v1/metrics on Listen, with the secret.
+	MetricsListen string
 	// EngineKind is KindGeneric (default), KindVLLM or KindSGLang.
 	EngineKind string
 	// Fingerprint labels reported in renew replies; they override labels of
@@ -107,6 +122,15 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 		return c, nil, fmt.Errorf("agent: Config.ScrapeEvery is negative (%v)", c.ScrapeEvery)
 	case c.ScrapeEvery == 0:
 		c.ScrapeEvery = defaultScrapeEvery
+	}
+	switch {
+	case c.SecretPoll < 0:
+		return c, nil, fmt.Errorf("agent: Config.SecretPoll is negative (%v)", c.SecretPoll)
+	case c.SecretPoll == 0:
+		c.SecretPoll = secretfile.DefaultPoll
+	}
+	if c.Secret != "" && c.SecretFile != "" {
+		return c, nil, fmt.Errorf("agent: Config.Secret and Config.SecretFile are both set; set one")
 	}
 	switch {
 	case c.CancelWait < 0:

@@ -53,7 +53,9 @@
 // With a secret configured (--secret-file) every request must carry
 // X-Fencegate-Agent-Key: <secret>, compared in constant time, or is refused
 // 401: data requests and passthrough included, since the agent is the only way
-// to its engine, which listens on localhost only. The header is never
+// to its engine, which listens on localhost only. The file may hold two
+// secrets, one per line, either accepted, and is read again every 10 s and on
+// SIGHUP, so that the secret is rotated without a restart (docs/design.md §4). The header is never
 // forwarded to the engine. The one exception is GET /fencegate/v1/health, the
 // agent's own probe of the engine's GET /health (200 or 503, nothing of the
 // caller reaches the engine), for orchestrator probes that cannot carry a
@@ -92,4 +94,12 @@
 //
 // GET /fencegate/v1/attempts lists the live attempts (?ended=1 adds recently
 // ended ones): epoch, expiry, revoked, events and bytes forwarded.
+//
+// # Metrics
+//
+// GET /fencegate/v1/metrics (with the secret) is the agent's own Prometheus
+// metrics: requests by kind, leases granted and active, attempts ended by
+// reason, refusals. With --metrics-listen ADDR a second listener serves, with
+// no secret, GET /metrics (the same) and GET /engine/metrics (the engine's own
+// /metrics, proxied), and nothing else.
 package agent

@@ -15,9 +15,11 @@ import (
 func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 	leaseHeader := r.Header.Get(HeaderLease)
 	if leaseHeader == "" {
+		a.metrics.requests.WithLabelValues(kindUnfenced).Inc()
 		a.proxy.ServeHTTP(w, r)
 		return
 	}
+	a.metrics.requests.WithLabelValues(kindFenced).Inc()
 	// The lease runs from receipt: take the time before anything else, so
 	// the agent's expiry is never later than the gateway's bound on it.
 	received := a.cfg.Now()
@@ -46,6 +48,7 @@ func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 	superseded, err := a.register(at, ttl)
 	switch {
 	case errors.Is(err, lease.ErrStaleEpoch):
+		a.metrics.staleEpochs.Inc()
 		cancel(nil)
 		writeError(w, http.StatusConflict, "stale_lease_epoch", err.Error())
 		return
@@ -54,6 +57,7 @@ func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "agent_closing", "the agent is shutting down")
 		return
 	}
+	a.metrics.granted.Inc()
 	for _, old := range superseded {
 		a.abort(old, errSuperseded)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/secretfile"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/sse"
 	"github.com/tidwall/gjson"
@@ -94,7 +95,7 @@ func newHTTPClient(t testing.TB) *http.Client {
 
 // controlClient returns a control client for a, with secret.
 func controlClient(t testing.TB, a *Agent, secret string) *Client {
-	return &Client{BaseURL: a.URL(), Secret: secret, HTTP: newHTTPClient(t)}
+	return &Client{BaseURL: a.URL(), Secret: secretfile.Fixed(secret), HTTP: newHTTPClient(t)}
 }
 
 // chatBody is a deterministic chat request for the sim's default model: a

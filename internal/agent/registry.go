@@ -93,6 +93,7 @@ func (a *Agent) finish(at *attempt, reason string) {
 	}
 	close(at.done)
 	a.notifyLocked()
+	a.metrics.ended.WithLabelValues(reason).Inc()
 }
 
 // notifyLocked wakes everyone waiting for an attempt to start or end.

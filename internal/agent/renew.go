@@ -24,6 +24,7 @@ func (a *Agent) serveRenew(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_lease", "ttl_ms must be in 1.."+lease.MaxTTL.String())
 		return
 	}
+	a.metrics.renewals.Inc()
 	now := a.cfg.Now()
 	results := make([]RenewResult, len(req.Leases))
 	a.mu.Lock()

@@ -46,6 +46,7 @@ func (a *Agent) scrapeOnce(ctx context.Context) {
 	res.load, res.fingerprint = load, fingerprint
 	if err != nil {
 		res.load.Error = err.Error()
+		a.metrics.scrapeErrors.Inc()
 	}
 	res.load.ScrapeMs = a.cfg.Now().UnixMilli()
 	a.load.Store(res)

@@ -44,12 +44,16 @@ func (a *Agent) abortSGLang(attempt string) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
+		a.metrics.sglangAborts.WithLabelValues("failed").Inc()
 		a.log.Warn("SGLang abort_request failed", "attempt", attempt, "err", err)
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode >= 300 {
+		a.metrics.sglangAborts.WithLabelValues("failed").Inc()
 		a.log.Warn("SGLang abort_request refused", "attempt", attempt, "status", resp.StatusCode)
+		return
 	}
+	a.metrics.sglangAborts.WithLabelValues("ok").Inc()
 }

@@ -22,6 +22,9 @@ const (
 	// PathHealth is the agent's own probe of its engine, the one path that needs no
 	// secret (see requireSecret).
 	PathHealth = "/fencegate/v1/health"
+	// PathMetrics is the agent's own Prometheus metrics (with the secret; the metrics
+	// listener serves them without, at /metrics).
+	PathMetrics = "/fencegate/v1/metrics"
 )
 
 // RenewRequest is the body of POST /fencegate/v1/renew.

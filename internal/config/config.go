@@ -177,6 +177,13 @@ type Discovery struct {
 	Engine      string            `yaml:"engine"`
 	Priority    int               `yaml:"priority"`
 	Fingerprint map[string]string `yaml:"fingerprint"`
+	// NameTemplate names each discovered replica in logs, metrics, /readyz and the journal:
+	// {ip}, {port}, {host} (the address's reverse DNS name) and {pod} (its first label), e.g.
+	// "{pod}". Default "{ip}:{port}", which changes whenever a pod restarts with a new
+	// address; "{pod}" is stable for the pods of a StatefulSet behind a headless Service,
+	// whose reverse names Kubernetes' DNS answers with the pod's hostname. A name needing a
+	// reverse name that cannot be found keeps the name the address had, else is "{ip}:{port}".
+	NameTemplate string `yaml:"name_template"`
 }
 
 // DefaultDiscoveryEvery is Discovery.Every's default.
@@ -364,7 +371,16 @@ type Auth struct {
 	// created or revoked on one gateway holds on every gateway sharing the store within
 	// it. Default 2s.
 	StoreRefresh Duration `yaml:"store_refresh"`
+	// StoreKeys: the keys kept in the store (`fencegate keys`) count beside these. Default
+	// true. With false only this file's keys count and the store's are never read, so a
+	// gateway that starts while its store is unreachable can authenticate (or, with no key
+	// here, serve) at once; otherwise, until it has read the store's keys, a key not
+	// listed here — or any request, when none is — is answered 503 journal_unavailable.
+	StoreKeys *bool `yaml:"store_keys"`
 }
+
+// UsesStoreKeys reports whether the keys kept in the store count (auth.store_keys).
+func (a Auth) UsesStoreKeys() bool { return a.StoreKeys == nil || *a.StoreKeys }
 
 // APIKey is one bearer key. ID is what the journal records (never the key itself).
 type APIKey struct {

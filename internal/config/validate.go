@@ -441,6 +441,10 @@ func (a *Auth) validate() error {
 	if err := defaultPositive(&a.StoreRefresh, DefaultKeyStoreRefresh, "auth.store_refresh"); err != nil {
 		return err
 	}
+	if a.StoreKeys == nil {
+		on := true
+		a.StoreKeys = &on
+	}
 	if a.StoreRefresh.D() < 100*time.Millisecond {
 		return fmt.Errorf("auth.store_refresh: %s is below the minimum of 100ms", a.StoreRefresh.D())
 	}
@@ -599,6 +603,12 @@ func (d *Discovery) validate(field string) error {
 		if !slices.Contains(FingerprintKeys, k) {
 			return fmt.Errorf("%s.fingerprint.%s: unknown key (known: %s)", field, k, strings.Join(FingerprintKeys, ", "))
 		}
+	}
+	if d.NameTemplate == "" {
+		d.NameTemplate = DefaultNameTemplate
+	}
+	if err := validateNameTemplate(d.NameTemplate, field+".name_template"); err != nil {
+		return err
 	}
 	return nil
 }

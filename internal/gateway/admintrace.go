@@ -34,9 +34,7 @@ func (s *Server) handleRequestTrace(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return
 		}
-		writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
-			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r),
-			Retryable: ptr(true)}) // a read: asking again is safe
+		s.writeStoreUnavailable(w, r, "the request journal is unavailable: "+err.Error(), requestID(r))
 	case doc == nil:
 		msg := "request " + id + " kept no trace (traces.mode, or the key's traces, kept none for it)"
 		if rec.Phase != store.PhaseDone {

@@ -114,4 +114,4 @@ func (l *agentLink) Cancel(ctx context.Context, attempt string, epoch uint64) bo
 }
 
 // Secret is the agents' secret, which requests to the agent carry.
-func (l *agentLink) Secret() string { return l.client.Secret }
+func (l *agentLink) Secret() string { return l.client.Secret.Current() }

@@ -73,6 +73,9 @@ type storeKeys struct {
 	keys     map[string]apiKey
 	any      bool
 	anyAdmin bool
+	// loaded: the keys were read at least once (a gateway that started without its store
+	// has not yet); loadedAt is when the last read began.
+	loaded   bool
 	loadedAt time.Time
 	// missReadAt is when an unknown key last made the cache read the store.
 	missReadAt time.Time
@@ -122,14 +125,17 @@ func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
 		anyAdmin = anyAdmin || k.Admin
 	}
 	sk.mu.Lock()
-	sk.keys, sk.any, sk.anyAdmin, sk.loadedAt = keys, len(list) > 0, anyAdmin, started
+	sk.keys, sk.any, sk.anyAdmin, sk.loaded, sk.loadedAt = keys, len(list) > 0, anyAdmin, true, started
 	sk.mu.Unlock()
 	return nil
 }
 
-// refreshKeys is the background reader of the store's keys.
+// refreshKeys is the background reader of the store's keys (every auth.store_refresh).
 func (s *Server) refreshKeys(ctx context.Context) {
-	if err := s.RefreshKeys(ctx); err != nil && ctx.Err() == nil {
+	if !s.current().cfg.Auth.UsesStoreKeys() {
+		return
+	}
+	if err := s.RefreshKeys(ctx); err != nil && ctx.Err() == nil && !notConnected(err) {
 		// The keys read last stay in force: a revoked key may live on while the store is
 		// unreachable, a valid one is not refused for it.
 		s.log.Warn("API keys not read from the store; keeping the ones read last", "err", err)
@@ -149,7 +155,7 @@ func (s *Server) lookupStoreKey(ctx context.Context, digest string) (apiKey, boo
 		sk.missReadAt = now
 	}
 	sk.mu.Unlock()
-	if !read {
+	if !read || !s.storeAnswers() {
 		return k, ok
 	}
 	if err := s.loadStoreKeys(ctx, loadedAt); err != nil {
@@ -169,9 +175,43 @@ func (s *Server) authRequired(l *live) bool {
 	if len(l.keys) > 0 {
 		return true
 	}
+	if !l.cfg.Auth.UsesStoreKeys() {
+		return false
+	}
 	s.storeKeys.mu.Lock()
 	defer s.storeKeys.mu.Unlock()
 	return s.storeKeys.any
+}
+
+// storeKeysKnown reports whether the gateway knows the store's keys: it read them once, or
+// they do not count (auth.store_keys: false). A gateway that started without its store
+// reads them here as soon as the store answers, so that the first request after it comes
+// does not wait for the next refresh.
+func (s *Server) storeKeysKnown(ctx context.Context, l *live) bool {
+	if !l.cfg.Auth.UsesStoreKeys() {
+		return true
+	}
+	sk := &s.storeKeys
+	sk.mu.Lock()
+	loaded := sk.loaded
+	sk.mu.Unlock()
+	if loaded {
+		return true
+	}
+	if !s.storeAnswers() {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, boundaryWriteTimeout)
+	defer cancel()
+	return s.loadStoreKeys(rctx, s.now()) == nil
+}
+
+// writeKeysUnavailable answers a request whose key the gateway cannot check: the store's
+// keys were never read (the store has not been reachable since the gateway started), and
+// the request's key is not in the configuration — or no key is, so that the gateway cannot
+// tell whether it is open.
+func (s *Server) writeKeysUnavailable(w http.ResponseWriter, r *http.Request) {
+	s.writeStoreUnavailable(w, r, "the API keys kept in the store cannot be read yet (the store is not reachable), so this request's key cannot be checked; nothing was started", requestID(r))
 }
 
 // auth requires a known bearer key, a tenant's or an admin's, when keys are configured or
@@ -179,11 +219,17 @@ func (s *Server) authRequired(l *live) bool {
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		l := s.current()
-		if !s.authRequired(l) {
+		known := s.storeKeysKnown(r.Context(), l)
+		if known && !s.authRequired(l) {
 			h(w, r)
 			return
 		}
 		c := s.identify(r, l)
+		if !c.known && !known && (c.presented || !s.authRequired(l)) {
+			// The key may be a stored one; without a key, the gateway may be open.
+			s.writeKeysUnavailable(w, r)
+			return
+		}
 		if !c.known {
 			writeError(w, r, &openai.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "missing or invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')", RequestID: requestID(r)})

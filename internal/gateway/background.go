@@ -29,15 +29,19 @@ func (s *Server) renewOwner(ctx context.Context) {
 	lease := s.boot.Idempotency.OwnerLease.D()
 	rctx, cancel := context.WithTimeout(ctx, lease/3)
 	defer cancel()
-	if _, err := s.store.RenewOwner(rctx, s.gatewayID, s.now().Add(lease)); err != nil && ctx.Err() == nil {
+	// A store never reached holds no request of this gateway: nothing to renew, and its
+	// own retries say that it is down.
+	if _, err := s.store.RenewOwner(rctx, s.gatewayID, s.now().Add(lease)); err != nil && ctx.Err() == nil && !notConnected(err) {
 		s.log.Warn("owner lease renewal failed", "gateway", s.gatewayID, "err", err)
 	}
 }
 
 // sweep deletes journal rows (and so idempotency keys) past their retention.
 func (s *Server) sweep(ctx context.Context) {
-	if n, err := s.store.Sweep(ctx, s.now()); err != nil && ctx.Err() == nil {
-		s.log.Warn("journal sweep failed", "err", err)
+	if n, err := s.store.Sweep(ctx, s.now()); err != nil {
+		if ctx.Err() == nil && !notConnected(err) {
+			s.log.Warn("journal sweep failed", "err", err)
+		}
 	} else if n > 0 {
 		s.log.Info("journal sweep", "deleted", n)
 	}

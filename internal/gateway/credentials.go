@@ -43,5 +43,5 @@ func (m *member) agentKey() string {
 	if m.link == nil {
 		return ""
 	}
-	return m.link.client.Secret
+	return m.link.client.Secret.Current()
 }

@@ -6,14 +6,18 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 )
 
-// Resolver looks up the addresses of a name (net.DefaultResolver, or one a test controls).
+// Resolver looks up the addresses of a name, and the names of an address (reverse, PTR),
+// for replicas_from: net.DefaultResolver, or a net.Resolver a test points at its own DNS
+// server.
 type Resolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
+	LookupAddr(ctx context.Context, addr string) ([]string, error)
 }
 
 // startDiscovery starts the DNS discovery of a pool whose model names replicas_from: every
@@ -70,36 +74,34 @@ func discoveryKey(cfg *config.Config, model string) (string, error) {
 	return "", nil
 }
 
-// discover resolves the name once and reconciles the pool's discovered replicas. A failed
-// lookup changes nothing: a DNS hiccup must not drain a healthy pool.
+// discover resolves the name once and reconciles the pool's discovered replicas, named as
+// replicas_from.name_template says (discoverynames.go). A failed lookup changes nothing: a
+// DNS hiccup must not drain a healthy pool.
 func (s *Server) discover(ctx context.Context, p *pool, d config.Discovery, key string) {
 	lctx, cancel := context.WithTimeout(ctx, d.Every.D())
+	defer cancel()
 	addrs, err := s.resolver.LookupHost(lctx, d.DNS)
-	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("replica discovery failed; keeping the replicas as they are", "model", p.b.Model, "dns", d.DNS, "err", err)
 		}
 		return
 	}
-	var specs []replicaSpec
+	var ips []netip.Addr
 	for _, a := range addrs {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			continue
+		if ip, err := netip.ParseAddr(a); err == nil {
+			ips = append(ips, ip)
 		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	ips = slices.Compact(ips)
+	names := s.nameReplicas(lctx, p, d, ips)
+	var specs []replicaSpec
+	for _, ip := range ips {
 		host := net.JoinHostPort(ip.String(), strconv.Itoa(d.Port))
-		specs = append(specs, replicaSpec{key: key, Replica: config.Replica{Name: host, URL: d.Scheme + "://" + host,
+		specs = append(specs, replicaSpec{key: key, Replica: config.Replica{Name: names[ip], URL: d.Scheme + "://" + host,
 			Priority: d.Priority, Fingerprint: d.Fingerprint, Engine: d.Engine, Agent: d.Agent}})
 	}
-	slices.SortFunc(specs, func(a, b replicaSpec) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(specs, func(a, b replicaSpec) int { return strings.Compare(a.Name, b.Name) })
 	p.reconcile(s, "dns", specs, false)
 }

@@ -55,6 +55,8 @@ type envOptions struct {
 	now  func() time.Time
 	// dial, when set, replaces the gateway's dialer to replicas and agents.
 	dial upstream.DialFunc
+	// storeRetry says how a store not reachable at start is tried again.
+	storeRetry store.DeferredOptions
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -92,7 +94,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.oneListener = cfg.AdminListen == ""
-	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now, Dial: o.dial})
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Store: o.store, Now: o.now, Dial: o.dial, StoreRetry: o.storeRetry})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, rp *request.Param
 	res, err := s.store.Claim(ctx, store.Claim{Request: *row, Now: now})
 	cancel()
 	if err != nil {
-		s.log.Error("idempotency claim failed", "request_id", id, "err", err)
-		writeError(w, r, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
-			Message: "the request journal is unavailable, so an Idempotency-Key cannot be honoured; nothing was started", RequestID: id})
+		if !notConnected(err) { // the store's own retries report that it was never reached
+			s.log.Error("idempotency claim failed", "request_id", id, "err", err)
+		}
+		s.writeStoreUnavailable(w, r, "the request journal is unavailable, so an Idempotency-Key cannot be honoured; nothing was started", id)
 		return false
 	}
 	prev := res.Request

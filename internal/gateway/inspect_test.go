@@ -22,6 +22,11 @@ func (h hostsResolver) LookupHost(_ context.Context, host string) ([]string, err
 	return nil, fmt.Errorf("lookup %s: no such host", host)
 }
 
+// LookupAddr knows no reverse names.
+func (h hostsResolver) LookupAddr(_ context.Context, addr string) ([]string, error) {
+	return nil, fmt.Errorf("lookup %s: no PTR record", addr)
+}
+
 // Inspect resolves replicas_from once and reports the replicas it finds as it reports listed
 // ones; a name that does not resolve is a failure of its own, named.
 func TestInspectResolvesReplicasFrom(t *testing.T) {

@@ -62,8 +62,16 @@ func newMetrics(s *Server) *metrics {
 			}
 			return 0
 		})
+	storeUp := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fencegate_store_connected",
+		Help: "1 while the store (the journal, idempotency keys, stored API keys) answers; 0 before it was reached and while its calls fail."},
+		func() float64 {
+			if s.storeAnswers() {
+				return 1
+			}
+			return 0
+		})
 	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered, m.limited,
-		m.ejections, m.ejectionsHeld, backendUp,
+		m.ejections, m.ejectionsHeld, backendUp, storeUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
 	return m
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -26,8 +27,10 @@ type pool struct {
 	affinityBytes int
 	allowCross    bool
 	prefixes      *prefixMemory
-	// discovery, when the pool finds replicas in DNS, stops its loop.
+	// discovery, when the pool finds replicas in DNS, stops its loop; dnsNames are the
+	// names its last round gave the addresses it found (see nameReplicas).
 	discovery context.CancelFunc
+	dnsNames  map[netip.Addr]string
 	// canary is the pool's consistency check, nil when off; its schedule is in canaryRun.
 	canary    *config.Canary
 	canaryRun canarySchedule
@@ -126,6 +129,13 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 				m.probeFailed = true // its first passing probe is its joining
 			}
 		} else {
+			if r.URL != sp.URL {
+				// Another endpoint under the same name (a StatefulSet's pod back with a new
+				// address): another engine, which passes a probe before it gets work.
+				s.log.Info("replica moves", "model", p.b.Model, "replica", sp.Name, "from", r.URL, "url", sp.URL, "source", source)
+				p.b.ProbeResult(r, false, "moved to "+sp.URL+"; waiting for its first health probe")
+				m.probeFailed = true
+			}
 			r.URL, r.Priority = sp.URL, sp.Priority
 			if m.removed {
 				m.removed = false
@@ -152,6 +162,18 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		s.log.Info("replica leaves; it drains", "model", p.b.Model, "replica", name, "from", source)
 		p.dropIfIdle(name)
 	}
+}
+
+// namesNotFrom returns the names of the replicas that came from other sources than
+// source and have not left. Callers hold mu.
+func (p *pool) namesNotFrom(source string) map[string]bool {
+	out := make(map[string]bool)
+	for name, m := range p.members {
+		if m.source != source && !m.removed {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // dropIfIdle removes a replica that left once nothing runs on it. Callers hold mu.

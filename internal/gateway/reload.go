@@ -14,13 +14,20 @@ import (
 // with (a request keeps its configuration and its attempts keep their replica). Replicas that
 // leave drain and go once idle; replicas that join wait for a passing probe. Settings only a
 // restart can change (listen addresses and the server's bounds, TLS, store, gateway id,
-// leases, agent secret, owner lease, the limits backend) must be unchanged, or the reload is
-// refused and the running configuration kept. Keys and their models and limits reload.
+// leases, the agent secret file's path, owner lease, the limits backend) must be unchanged,
+// or the reload is refused and the running configuration kept. Keys and their models and
+// limits reload, and the files the configuration names are read again: engine keys and the
+// agent secret file (which is also read every secretfile.DefaultPoll).
 func (s *Server) Reload(cfg *config.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if err := restartOnly(s.boot, cfg); err != nil {
 		return err
+	}
+	if changed, err := s.agentSecret.Reload(); err != nil {
+		return fmt.Errorf("agent_secret_file: %w; the configuration was not reloaded", err)
+	} else if changed {
+		s.log.Info("agent secret read again", "file", s.agentSecret.Path(), "secrets", s.agentSecret.Secrets().Len())
 	}
 	prev := s.current()
 	l, err := s.build(cfg, prev)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -144,6 +145,11 @@ func (f *fakeResolver) LookupHost(ctx context.Context, host string) ([]string, e
 	default:
 	}
 	return a, nil
+}
+
+// LookupAddr knows no reverse names: replicas keep the default {ip}:{port} names.
+func (f *fakeResolver) LookupAddr(ctx context.Context, addr string) ([]string, error) {
+	return nil, errors.New("no PTR records here")
 }
 
 func (f *fakeResolver) set(addrs ...string) {

@@ -73,7 +73,7 @@ func (s *Server) identify(r *http.Request, l *live) caller {
 	}
 	digest := keyDigest(tok)
 	k, found := l.keys[digest]
-	if !found {
+	if !found && l.cfg.Auth.UsesStoreKeys() {
 		k, found = s.lookupStoreKey(r.Context(), digest)
 	}
 	return caller{key: k, presented: true, known: found}
@@ -83,6 +83,9 @@ func (s *Server) identify(r *http.Request, l *live) caller {
 func (s *Server) hasAdminKey(l *live) bool {
 	if len(l.cfg.Auth.AdminKeys) > 0 {
 		return true
+	}
+	if !l.cfg.Auth.UsesStoreKeys() {
+		return false
 	}
 	s.storeKeys.mu.Lock()
 	defer s.storeKeys.mu.Unlock()
@@ -147,6 +150,9 @@ func (s *Server) requireAdmin(w http.ResponseWriter, r *http.Request, h http.Han
 	case c.admin():
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey, c.key)))
 		return
+	case !c.known && !s.storeKeysKnown(r.Context(), l):
+		// The key may be a stored admin key, which cannot be read now.
+		s.writeKeysUnavailable(w, r)
 	case c.known:
 		s.log.Warn("a tenant key was refused on an admin path", "key_id", c.key.ID, "method", r.Method, "path", r.URL.Path,
 			"request_id", requestID(r))

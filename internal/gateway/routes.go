@@ -78,9 +78,7 @@ func (s *Server) handleGetRequest(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return
 		}
-		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "journal_unavailable",
-			Message: "the request journal is unavailable: " + err.Error(), RequestID: requestID(r),
-			Retryable: ptr(true)}) // a read: asking again is safe
+		s.writeStoreUnavailable(w, r, "the request journal is unavailable: "+err.Error(), requestID(r))
 		return
 	}
 	ok := err == nil
@@ -138,7 +136,10 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // honest 503 no_healthy_replica with Retry-After instead of a refused connection. The body
 // says how many replicas of each model are available (also the metric
 // fencegate_model_available_replicas); to an admin, and on the admin listener, it also
-// lists each replica's state, the reason it is out, load, fingerprint and canary.
+// lists each replica's state, the reason it is out, load, fingerprint and canary. The store
+// does not make it unready either (unkeyed requests are served without it): the body says
+// whether it answers (also fencegate_store_connected), and to an admin since when and why
+// not.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	s.writeReadyz(w, maySeeDetail(r))
 }
@@ -165,7 +166,7 @@ func (s *Server) writeReadyz(w http.ResponseWriter, detail bool) {
 	if draining {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": !draining, "draining": draining, "models": models})
+	writeJSON(w, status, map[string]any{"ready": !draining, "draining": draining, "models": models, "store": s.storeStatus(detail)})
 }
 
 // notFound answers a path no route took: 405 for a known path asked with another method,

@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/internal/lease"
 	"github.com/fencegate/fencegate/internal/limits"
 	"github.com/fencegate/fencegate/internal/request"
+	"github.com/fencegate/fencegate/internal/secretfile"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel"
@@ -39,8 +40,11 @@ type Server struct {
 	// request, and its responses are read in the attempt's reader (docs/design.md §6). The
 	// rest (probes, scrapes, the canary, tokenize) use client.
 	attempts *upstream.Client
-	store    store.Store
-	journal  *store.Journal
+	// store is conn as the store: it answers store.ErrUnavailable until the database is
+	// reached, which conn tries in the background when it was not at start.
+	store   store.Store
+	conn    *store.Deferred
+	journal *store.Journal
 	// gatewayID names this gateway as the owner of the requests it runs.
 	gatewayID string
 	log       *slog.Logger
@@ -48,10 +52,10 @@ type Server struct {
 	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
-	// epochs numbers every lease this gateway grants; agentSecret is sent on control calls
-	// to agents.
+	// epochs numbers every lease this gateway grants; agentSecret's current secret is sent
+	// on every request to agents (it is read again when its file changes).
 	epochs        *lease.Epochs
-	agentSecret   string
+	agentSecret   *secretfile.File
 	controlClient *http.Client
 	metrics       *metrics
 	resolver      Resolver
@@ -88,6 +92,9 @@ type Options struct {
 	Now func() time.Time
 	// Store, when set, is used instead of opening cfg.Store (the caller closes it).
 	Store store.Store
+	// StoreRetry says how a store that cannot be reached at start is tried again (its
+	// backoff; tests set its Wait and Rand). Its Logger and Now default to the gateway's.
+	StoreRetry store.DeferredOptions
 	// Dial, when set, replaces the TCP dialer to replicas and agents (tests run the whole
 	// gateway on an in-memory network under a fake clock with it).
 	Dial upstream.DialFunc
@@ -147,11 +154,9 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	// must never delay a heartbeat.
 	s.controlClient = upstream.NewClient(cfg.Health.DialTimeout.D(), opt.Dial)
 	if f := cfg.AgentSecretFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
+		if s.agentSecret, err = secretfile.Load(f); err != nil {
 			return nil, fmt.Errorf("gateway: agent_secret_file: %w", err)
 		}
-		s.agentSecret = strings.TrimSpace(string(b))
 	}
 	l, err := s.build(cfg, nil)
 	if err != nil {
@@ -161,22 +166,34 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	if s.gatewayID == "" {
 		s.gatewayID = defaultGatewayID()
 	}
-	if s.store == nil {
-		st, err := store.Open(ctx, cfg.Store)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		s.store = st
-		s.ownStore = true
+	retry := opt.StoreRetry
+	if retry.Logger == nil {
+		retry.Logger = s.log
 	}
+	if retry.Now == nil {
+		retry.Now = s.now
+	}
+	if s.conn, s.ownStore, err = openStore(ctx, cfg.Store, opt.Store, retry); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.store = s.conn
 	// The stored keys are read before the first request: until they are, the gateway
-	// cannot tell whether it is open.
-	ctxKeys, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = s.RefreshKeys(ctxKeys)
-	cancel()
-	if err != nil {
-		s.closeOwnStore()
-		return nil, fmt.Errorf("gateway: API keys: %w", err)
+	// cannot tell every key, nor whether it is open (see auth). A store that is not
+	// reachable yet is no reason not to start: its keys are read when it comes.
+	if cfg.Auth.UsesStoreKeys() {
+		ctxKeys, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = s.RefreshKeys(ctxKeys)
+		cancel()
+		switch {
+		case notConnected(err) && len(cfg.Auth.Keys)+len(cfg.Auth.AdminKeys) == 0:
+			s.log.Warn("started without the store: no API key is configured and the store's keys cannot be read, so every API request gets 503 journal_unavailable until the store comes (list keys in the configuration, or set auth.store_keys: false if the store holds none)")
+		case notConnected(err):
+			s.log.Warn("started without the store: requests with an Idempotency-Key, and keys not in the configuration, get 503 journal_unavailable until it comes")
+		case err != nil:
+			s.log.Warn("API keys not read from the store; they are read again every auth.store_refresh", "err", err)
+		}
+	} else if !s.conn.State().Opened {
+		s.log.Warn("started without the store: requests with an Idempotency-Key get 503 journal_unavailable until it comes")
 	}
 	if s.limiter, err = newLimiter(cfg.Limits, s.log); err != nil {
 		s.closeOwnStore()
@@ -200,7 +217,7 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 
 func (s *Server) closeOwnStore() {
 	if s.ownStore {
-		s.store.Close()
+		s.conn.Close()
 	}
 }
 
@@ -271,8 +288,10 @@ func (s *Server) mux(on listener) *http.ServeMux {
 
 // Start begins the background work: active health probes, metrics scrapes, agent lease
 // renewals, DNS discovery, the renewal of this gateway's ownership of its running requests,
-// the sweep of expired journal rows, and the consistency canaries. Each loop works on the pools of the moment, so a
-// reload changes what they look at. Close stops it.
+// the sweep of expired journal rows, the reading of the store's API keys (every
+// auth.store_refresh, and at once when a store that was not reachable at start comes), and
+// the consistency canaries. Each loop works on the pools of the moment, so a reload changes
+// what they look at. Close stops it.
 func (s *Server) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBackground, s.backgroundCtx = cancel, ctx
@@ -296,6 +315,10 @@ func (s *Server) Start() {
 	s.goBackground(func() { every(ctx, s.boot.Leases.RenewEvery.D(), s.renewLeases) })
 	s.goBackground(func() { every(ctx, s.boot.Idempotency.OwnerLease.D()/3, s.renewOwner) })
 	s.goBackground(func() { every(ctx, sweepEvery, s.sweep) })
+	s.goBackground(func() { every(ctx, s.boot.Auth.StoreRefresh.D(), s.refreshKeys) })
+	s.goBackground(func() { s.whenStoreOpens(ctx) })
+	// A Kubernetes Secret volume changes the file in place, with no signal.
+	s.goBackground(func() { s.agentSecret.Watch(ctx, secretfile.DefaultPoll, "agent secret", s.log, nil) })
 	s.startCanaries(ctx)
 }
 
@@ -349,7 +372,7 @@ func (s *Server) Close() error {
 	err := s.journal.Close(ctx)
 	s.limiter.Close()
 	if s.ownStore {
-		if cerr := s.store.Close(); err == nil {
+		if cerr := s.conn.Close(); err == nil {
 			err = cerr
 		}
 	}
