@@ -16,7 +16,9 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,6 +42,19 @@ type manifests struct {
 	secrets      map[string]*corev1.Secret
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	policies     map[string]*networkingv1.NetworkPolicy
+	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
+	monitors     map[string]*monitoringv1.ServiceMonitor
+	rules        map[string]*monitoringv1.PrometheusRule
+}
+
+func newManifests() manifests {
+	return manifests{
+		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
+		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
+		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		policies: map[string]*networkingv1.NetworkPolicy{}, hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
+		monitors: map[string]*monitoringv1.ServiceMonitor{}, rules: map[string]*monitoringv1.PrometheusRule{},
+	}
 }
 
 // decodeManifest decodes one YAML document strictly into the API type its apiVersion and
@@ -73,6 +88,12 @@ func decodeManifest(doc []byte) (any, error) {
 		obj = &policyv1.PodDisruptionBudget{}
 	case "networking.k8s.io/v1 NetworkPolicy":
 		obj = &networkingv1.NetworkPolicy{}
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		obj = &autoscalingv2.HorizontalPodAutoscaler{}
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		obj = &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		obj = &monitoringv1.PrometheusRule{}
 	default:
 		return nil, fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 	}
@@ -114,12 +135,7 @@ func splitDocuments(b []byte) ([][]byte, error) {
 
 func loadManifests(t *testing.T) manifests {
 	t.Helper()
-	m := manifests{
-		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
-		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
-		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
-		policies: map[string]*networkingv1.NetworkPolicy{},
-	}
+	m := newManifests()
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
@@ -129,56 +145,71 @@ func loadManifests(t *testing.T) manifests {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := splitDocuments(b)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		for i, doc := range docs {
-			obj, err := decodeManifest(doc)
-			if err != nil {
-				t.Fatalf("%s, document %d: %v", file, i+1, err)
-			}
-			if obj == nil {
-				continue
-			}
-			meta := obj.(metav1.ObjectMetaAccessor).GetObjectMeta()
-			name := meta.GetName()
-			for _, msg := range validation.IsDNS1123Label(name) {
-				t.Errorf("%s: name %q: %s", file, name, msg)
-			}
-			if meta.GetNamespace() != "" {
-				t.Errorf("%s: %s sets a namespace; the manifests go wherever kubectl -n puts them", file, name)
-			}
-			dup := false
-			switch o := obj.(type) {
-			case *appsv1.Deployment:
-				_, dup = m.deployments[name]
-				m.deployments[name] = o
-			case *appsv1.StatefulSet:
-				_, dup = m.statefulSets[name]
-				m.statefulSets[name] = o
-			case *corev1.Service:
-				_, dup = m.services[name]
-				m.services[name] = o
-			case *corev1.ConfigMap:
-				_, dup = m.configMaps[name]
-				m.configMaps[name] = o
-			case *corev1.Secret:
-				_, dup = m.secrets[name]
-				m.secrets[name] = o
-			case *policyv1.PodDisruptionBudget:
-				_, dup = m.pdbs[name]
-				m.pdbs[name] = o
-			case *networkingv1.NetworkPolicy:
-				_, dup = m.policies[name]
-				m.policies[name] = o
-			}
-			if dup {
-				t.Errorf("%s: %s is defined twice", file, name)
-			}
-		}
+		m.add(t, file, b)
 	}
 	return m
+}
+
+// add decodes the documents of b (named where in errors) and files them by kind and name.
+func (m manifests) add(t *testing.T, where string, b []byte) {
+	t.Helper()
+	docs, err := splitDocuments(b)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for i, doc := range docs {
+		obj, err := decodeManifest(doc)
+		if err != nil {
+			t.Fatalf("%s, document %d: %v", where, i+1, err)
+		}
+		if obj == nil {
+			continue
+		}
+		meta := obj.(metav1.ObjectMetaAccessor).GetObjectMeta()
+		name := meta.GetName()
+		for _, msg := range validation.IsDNS1123Label(name) {
+			t.Errorf("%s: name %q: %s", where, name, msg)
+		}
+		if meta.GetNamespace() != "" {
+			t.Errorf("%s: %s sets a namespace; the manifests go wherever kubectl -n (or helm -n) puts them", where, name)
+		}
+		dup := false
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			_, dup = m.deployments[name]
+			m.deployments[name] = o
+		case *appsv1.StatefulSet:
+			_, dup = m.statefulSets[name]
+			m.statefulSets[name] = o
+		case *corev1.Service:
+			_, dup = m.services[name]
+			m.services[name] = o
+		case *corev1.ConfigMap:
+			_, dup = m.configMaps[name]
+			m.configMaps[name] = o
+		case *corev1.Secret:
+			_, dup = m.secrets[name]
+			m.secrets[name] = o
+		case *policyv1.PodDisruptionBudget:
+			_, dup = m.pdbs[name]
+			m.pdbs[name] = o
+		case *networkingv1.NetworkPolicy:
+			_, dup = m.policies[name]
+			m.policies[name] = o
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			_, dup = m.hpas[name]
+			m.hpas[name] = o
+		case *monitoringv1.ServiceMonitor:
+			_, dup = m.monitors[name]
+			m.monitors[name] = o
+		case *monitoringv1.PrometheusRule:
+			_, dup = m.rules[name]
+			m.rules[name] = o
+		}
+		if dup {
+			t.Errorf("%s: %s is defined twice", where, name)
+		}
+	}
 }
 
 // The decoder is strict: what passes it is what the API server would accept field by field.
@@ -714,7 +745,11 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 
 // Every image names a version; "latest" or no tag would change under a running cluster.
 func TestImagesArePinned(t *testing.T) {
-	m := loadManifests(t)
+	checkImagesPinned(t, loadManifests(t))
+}
+
+func checkImagesPinned(t *testing.T, m manifests) {
+	t.Helper()
 	var specs []corev1.PodSpec
 	for _, d := range m.deployments {
 		specs = append(specs, d.Spec.Template.Spec)
