@@ -252,6 +252,9 @@ func gatewayConfig(t *testing.T, m manifests) *config.Config {
 	if cm == nil {
 		t.Fatal("no ConfigMap fencegate-config")
 	}
+	// limits.backend_env: the gateways' FENCEGATE_REDIS_URL, from the fencegate-redis
+	// Secret (TestRedisIsTheGatewaysLimitsBackend checks the Deployment sets it so).
+	t.Setenv("FENCEGATE_REDIS_URL", secretValue(t, m, "fencegate-redis", "url"))
 	cfg, err := config.Parse([]byte(cm.Data["fencegate.yaml"]))
 	if err != nil {
 		t.Fatalf("the ConfigMap's fencegate.yaml: %v", err)
@@ -468,7 +471,23 @@ func TestGatewayDeployment(t *testing.T) {
 	if !slices.Contains(exposedPorts(df), portText) {
 		t.Errorf("the image does not EXPOSE %s", portText)
 	}
-	checkHTTPProbe(t, c, c.ReadinessProbe, "readiness", "/readyz", int32(listenPort))
+	// The admin listener apart, on the pod network: /readyz is served there only, and its
+	// admin calls need an admin key, which also turns authentication on for /v1/*.
+	adminHost, adminPortText, err := net.SplitHostPort(cfg.AdminListen)
+	if err != nil || adminHost != "0.0.0.0" || adminPortText == portText {
+		t.Fatalf("admin_listen %q: want a port of its own on all the pod's addresses", cfg.AdminListen)
+	}
+	adminPort, _ := strconv.Atoi(adminPortText)
+	if portNumber(t, c, intstr.FromString("admin")) != int32(adminPort) {
+		t.Errorf("container port admin is not admin_listen's %d", adminPort)
+	}
+	if len(cfg.Auth.AdminKeys) == 0 || cfg.Auth.HasPlaintextKeys() {
+		t.Error("want admin keys, as hashes: without a key the API is open")
+	}
+	if cfg.Limits.MaxBodyBytes != config.DefaultMaxBodyBytes {
+		t.Errorf("limits.max_body_bytes %d, want the default %d", cfg.Limits.MaxBodyBytes, config.DefaultMaxBodyBytes)
+	}
+	checkHTTPProbe(t, c, c.ReadinessProbe, "readiness", "/readyz", int32(adminPort))
 	checkHTTPProbe(t, c, c.LivenessProbe, "liveness", "/healthz", int32(listenPort))
 	if cfg.TLS.Enabled() {
 		t.Error("the example serves plain HTTP; with tls its probes would need scheme HTTPS")
@@ -533,6 +552,14 @@ func TestGatewayDeployment(t *testing.T) {
 		if portNumber(t, c, p.TargetPort) != int32(listenPort) {
 			t.Errorf("Service port %s targets %v, not the gateway's %d", p.Name, p.TargetPort.String(), listenPort)
 		}
+	}
+	admin := m.services["fencegate-admin"]
+	if admin == nil {
+		t.Fatal("no Service fencegate-admin")
+	}
+	checkSelects(t, "Service fencegate-admin", admin.Spec.Selector, pod.Labels)
+	if admin.Spec.Type != corev1.ServiceTypeClusterIP || len(admin.Spec.Ports) != 1 || portNumber(t, c, admin.Spec.Ports[0].TargetPort) != int32(adminPort) {
+		t.Error("Service fencegate-admin must be ClusterIP and reach the admin listener alone")
 	}
 	pdb := m.pdbs["fencegate"]
 	if pdb == nil {
@@ -716,6 +743,7 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 	for _, tc := range []struct{ policy, workload, container string }{
 		{"vllm-from-gateways", "vllm", "agent"},
 		{"fencegate-postgres-from-gateways", "fencegate-postgres", "postgres"},
+		{"fencegate-redis-from-gateways", "fencegate-redis", "redis"},
 	} {
 		np := m.policies[tc.policy]
 		var pod corev1.PodTemplateSpec
@@ -741,6 +769,112 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 			t.Errorf("NetworkPolicy %s: want exactly the %s container's port", np.Name, c.Name)
 		}
 	}
+}
+
+// The gateways' own ingress: the admin port only from chosen peers, never from anyone.
+func TestGatewayIngressPolicy(t *testing.T) {
+	m := loadManifests(t)
+	cfg := gatewayConfig(t, m)
+	np := m.policies["fencegate-ingress"]
+	if np == nil {
+		t.Fatal("no NetworkPolicy fencegate-ingress")
+	}
+	d := m.deployments["fencegate"]
+	checkLabelSelector(t, "NetworkPolicy fencegate-ingress", &np.Spec.PodSelector, d.Spec.Template.Labels)
+	c := container(t, d.Spec.Template.Spec, "fencegate")
+	_, listen, _ := net.SplitHostPort(cfg.Listen)
+	_, admin, _ := net.SplitHostPort(cfg.AdminListen)
+	covered := map[string]bool{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			port := strconv.Itoa(int(portNumber(t, c, *p.Port)))
+			covered[port] = true
+			if port == admin && len(rule.From) == 0 {
+				t.Error("the admin port is open to every peer")
+			}
+		}
+	}
+	if !covered[listen] || !covered[admin] || len(covered) != 2 {
+		t.Errorf("the policy admits ports %v, want listen's %s and admin_listen's %s", covered, listen, admin)
+	}
+}
+
+// The limits' Redis: the Deployment's FENCEGATE_REDIS_URL comes from a Secret, reaches this
+// Redis, and carries the password the Redis server was given.
+func TestRedisIsTheGatewaysLimitsBackend(t *testing.T) {
+	m := loadManifests(t)
+	cfg := gatewayConfig(t, m)
+	if cfg.Limits.BackendEnv != "FENCEGATE_REDIS_URL" {
+		t.Fatalf("limits.backend_env %q, want FENCEGATE_REDIS_URL", cfg.Limits.BackendEnv)
+	}
+	gw := container(t, m.deployments["fencegate"].Spec.Template.Spec, "fencegate")
+	var ref *corev1.SecretKeySelector
+	for _, e := range gw.Env {
+		if e.Name == cfg.Limits.BackendEnv && e.ValueFrom != nil {
+			ref = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if ref == nil || ref.Name != "fencegate-redis" || ref.Key != "url" {
+		t.Fatalf("%s does not come from Secret fencegate-redis, key url", cfg.Limits.BackendEnv)
+	}
+	u, err := url.Parse(secretValue(t, m, ref.Name, ref.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := m.deployments["fencegate-redis"]
+	svc := m.services[u.Hostname()]
+	if d == nil || svc == nil {
+		t.Fatalf("no Deployment fencegate-redis, or no Service %q (the URL's host)", u.Hostname())
+	}
+	pod := d.Spec.Template
+	checkLabelSelector(t, "Deployment fencegate-redis", d.Spec.Selector, pod.Labels)
+	checkSelects(t, "Service "+svc.Name, svc.Spec.Selector, pod.Labels)
+	redis := container(t, pod.Spec, "redis")
+	checkResources(t, redis)
+	if redis.LivenessProbe == nil || redis.ReadinessProbe == nil {
+		t.Error("the redis container needs liveness and readiness probes")
+	}
+	var served bool
+	for _, p := range svc.Spec.Ports {
+		if strconv.Itoa(int(p.Port)) == u.Port() && portNumber(t, redis, p.TargetPort) == 6379 {
+			served = true
+		}
+	}
+	if !served {
+		t.Errorf("Service %s does not serve Redis on the URL's port %s", svc.Name, u.Port())
+	}
+	// --requirepass $(REDIS_PASSWORD): the kubelet expands it from the variable's Secret.
+	var pwRef *corev1.SecretKeySelector
+	for _, e := range redis.Env {
+		if e.Name == "REDIS_PASSWORD" && e.ValueFrom != nil {
+			pwRef = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if pwRef == nil || flagValue(redis.Args, "--requirepass") != "$(REDIS_PASSWORD)" {
+		t.Fatal("Redis does not take its --requirepass from a Secret")
+	}
+	if p, _ := u.User.Password(); p == "" || p != secretValue(t, m, pwRef.Name, pwRef.Key) {
+		t.Error("the fencegate-redis URL does not carry the Redis server's password")
+	}
+}
+
+// Every container has a liveness probe and resource requests, and every engine pool a
+// disruption budget: a hung engine must give its GPU back.
+func TestEveryContainerIsProbed(t *testing.T) {
+	m := loadManifests(t)
+	for _, d := range m.deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.LivenessProbe == nil {
+				t.Errorf("Deployment %s, container %s has no liveness probe", d.Name, c.Name)
+			}
+			checkResources(t, &c)
+		}
+	}
+	pdb := m.pdbs["vllm"]
+	if pdb == nil || pdb.Spec.MaxUnavailable == nil {
+		t.Fatal("no PodDisruptionBudget vllm with maxUnavailable")
+	}
+	checkLabelSelector(t, "PodDisruptionBudget vllm", pdb.Spec.Selector, m.deployments["vllm"].Spec.Template.Labels)
 }
 
 // Every image names a version; "latest" or no tag would change under a running cluster.
