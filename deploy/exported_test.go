@@ -47,10 +47,10 @@ func exportedFamilies(t *testing.T) map[string][]string {
 		return s
 	}
 	var (
-		// Prefill takes 2 ms per prompt token: every stream's first token comes later
+		// Prefill takes 5 ms per prompt token: every stream's first token comes later
 		// than the 1 ms keepalive, so each counts as slow to its first token.
-		main1 = startSim(sim.Config{Name: "main-1", Model: "main", PrefillPerToken: 2 * time.Millisecond})
-		main2 = startSim(sim.Config{Name: "main-2", Model: "main", PrefillPerToken: 2 * time.Millisecond})
+		main1 = startSim(sim.Config{Name: "main-1", Model: "main", PrefillPerToken: 5 * time.Millisecond})
+		main2 = startSim(sim.Config{Name: "main-2", Model: "main", PrefillPerToken: 5 * time.Millisecond})
 		ej1   = startSim(sim.Config{Name: "ej-1", Model: "eject"})
 		ej2   = startSim(sim.Config{Name: "ej-2", Model: "eject"})
 		shed  = startSim(sim.Config{Name: "shed-1", Model: "shed"})
