@@ -16,7 +16,9 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,6 +42,19 @@ type manifests struct {
 	secrets      map[string]*corev1.Secret
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	policies     map[string]*networkingv1.NetworkPolicy
+	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
+	monitors     map[string]*monitoringv1.ServiceMonitor
+	rules        map[string]*monitoringv1.PrometheusRule
+}
+
+func newManifests() manifests {
+	return manifests{
+		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
+		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
+		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		policies: map[string]*networkingv1.NetworkPolicy{}, hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
+		monitors: map[string]*monitoringv1.ServiceMonitor{}, rules: map[string]*monitoringv1.PrometheusRule{},
+	}
 }
 
 // decodeManifest decodes one YAML document strictly into the API type its apiVersion and
@@ -73,6 +88,12 @@ func decodeManifest(doc []byte) (any, error) {
 		obj = &policyv1.PodDisruptionBudget{}
 	case "networking.k8s.io/v1 NetworkPolicy":
 		obj = &networkingv1.NetworkPolicy{}
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		obj = &autoscalingv2.HorizontalPodAutoscaler{}
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		obj = &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		obj = &monitoringv1.PrometheusRule{}
 	default:
 		return nil, fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 	}
@@ -114,12 +135,7 @@ func splitDocuments(b []byte) ([][]byte, error) {
 
 func loadManifests(t *testing.T) manifests {
 	t.Helper()
-	m := manifests{
-		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
-		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
-		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
-		policies: map[string]*networkingv1.NetworkPolicy{},
-	}
+	m := newManifests()
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
@@ -129,56 +145,71 @@ func loadManifests(t *testing.T) manifests {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := splitDocuments(b)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		for i, doc := range docs {
-			obj, err := decodeManifest(doc)
-			if err != nil {
-				t.Fatalf("%s, document %d: %v", file, i+1, err)
-			}
-			if obj == nil {
-				continue
-			}
-			meta := obj.(metav1.ObjectMetaAccessor).GetObjectMeta()
-			name := meta.GetName()
-			for _, msg := range validation.IsDNS1123Label(name) {
-				t.Errorf("%s: name %q: %s", file, name, msg)
-			}
-			if meta.GetNamespace() != "" {
-				t.Errorf("%s: %s sets a namespace; the manifests go wherever kubectl -n puts them", file, name)
-			}
-			dup := false
-			switch o := obj.(type) {
-			case *appsv1.Deployment:
-				_, dup = m.deployments[name]
-				m.deployments[name] = o
-			case *appsv1.StatefulSet:
-				_, dup = m.statefulSets[name]
-				m.statefulSets[name] = o
-			case *corev1.Service:
-				_, dup = m.services[name]
-				m.services[name] = o
-			case *corev1.ConfigMap:
-				_, dup = m.configMaps[name]
-				m.configMaps[name] = o
-			case *corev1.Secret:
-				_, dup = m.secrets[name]
-				m.secrets[name] = o
-			case *policyv1.PodDisruptionBudget:
-				_, dup = m.pdbs[name]
-				m.pdbs[name] = o
-			case *networkingv1.NetworkPolicy:
-				_, dup = m.policies[name]
-				m.policies[name] = o
-			}
-			if dup {
-				t.Errorf("%s: %s is defined twice", file, name)
-			}
-		}
+		m.add(t, file, b)
 	}
 	return m
+}
+
+// add decodes the documents of b (named where in errors) and files them by kind and name.
+func (m manifests) add(t *testing.T, where string, b []byte) {
+	t.Helper()
+	docs, err := splitDocuments(b)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for i, doc := range docs {
+		obj, err := decodeManifest(doc)
+		if err != nil {
+			t.Fatalf("%s, document %d: %v", where, i+1, err)
+		}
+		if obj == nil {
+			continue
+		}
+		meta := obj.(metav1.ObjectMetaAccessor).GetObjectMeta()
+		name := meta.GetName()
+		for _, msg := range validation.IsDNS1123Label(name) {
+			t.Errorf("%s: name %q: %s", where, name, msg)
+		}
+		if meta.GetNamespace() != "" {
+			t.Errorf("%s: %s sets a namespace; the manifests go wherever kubectl -n (or helm -n) puts them", where, name)
+		}
+		dup := false
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			_, dup = m.deployments[name]
+			m.deployments[name] = o
+		case *appsv1.StatefulSet:
+			_, dup = m.statefulSets[name]
+			m.statefulSets[name] = o
+		case *corev1.Service:
+			_, dup = m.services[name]
+			m.services[name] = o
+		case *corev1.ConfigMap:
+			_, dup = m.configMaps[name]
+			m.configMaps[name] = o
+		case *corev1.Secret:
+			_, dup = m.secrets[name]
+			m.secrets[name] = o
+		case *policyv1.PodDisruptionBudget:
+			_, dup = m.pdbs[name]
+			m.pdbs[name] = o
+		case *networkingv1.NetworkPolicy:
+			_, dup = m.policies[name]
+			m.policies[name] = o
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			_, dup = m.hpas[name]
+			m.hpas[name] = o
+		case *monitoringv1.ServiceMonitor:
+			_, dup = m.monitors[name]
+			m.monitors[name] = o
+		case *monitoringv1.PrometheusRule:
+			_, dup = m.rules[name]
+			m.rules[name] = o
+		}
+		if dup {
+			t.Errorf("%s: %s is defined twice", where, name)
+		}
+	}
 }
 
 // The decoder is strict: what passes it is what the API server would accept field by field.
@@ -221,6 +252,9 @@ func gatewayConfig(t *testing.T, m manifests) *config.Config {
 	if cm == nil {
 		t.Fatal("no ConfigMap fencegate-config")
 	}
+	// limits.backend_env: the gateways' FENCEGATE_REDIS_URL, from the fencegate-redis
+	// Secret (TestRedisIsTheGatewaysLimitsBackend checks the Deployment sets it so).
+	t.Setenv("FENCEGATE_REDIS_URL", secretValue(t, m, "fencegate-redis", "url"))
 	cfg, err := config.Parse([]byte(cm.Data["fencegate.yaml"]))
 	if err != nil {
 		t.Fatalf("the ConfigMap's fencegate.yaml: %v", err)
@@ -437,7 +471,23 @@ func TestGatewayDeployment(t *testing.T) {
 	if !slices.Contains(exposedPorts(df), portText) {
 		t.Errorf("the image does not EXPOSE %s", portText)
 	}
-	checkHTTPProbe(t, c, c.ReadinessProbe, "readiness", "/readyz", int32(listenPort))
+	// The admin listener apart, on the pod network: /readyz is served there only, and its
+	// admin calls need an admin key, which also turns authentication on for /v1/*.
+	adminHost, adminPortText, err := net.SplitHostPort(cfg.AdminListen)
+	if err != nil || adminHost != "0.0.0.0" || adminPortText == portText {
+		t.Fatalf("admin_listen %q: want a port of its own on all the pod's addresses", cfg.AdminListen)
+	}
+	adminPort, _ := strconv.Atoi(adminPortText)
+	if portNumber(t, c, intstr.FromString("admin")) != int32(adminPort) {
+		t.Errorf("container port admin is not admin_listen's %d", adminPort)
+	}
+	if len(cfg.Auth.AdminKeys) == 0 || cfg.Auth.HasPlaintextKeys() {
+		t.Error("want admin keys, as hashes: without a key the API is open")
+	}
+	if cfg.Limits.MaxBodyBytes != config.DefaultMaxBodyBytes {
+		t.Errorf("limits.max_body_bytes %d, want the default %d", cfg.Limits.MaxBodyBytes, config.DefaultMaxBodyBytes)
+	}
+	checkHTTPProbe(t, c, c.ReadinessProbe, "readiness", "/readyz", int32(adminPort))
 	checkHTTPProbe(t, c, c.LivenessProbe, "liveness", "/healthz", int32(listenPort))
 	if cfg.TLS.Enabled() {
 		t.Error("the example serves plain HTTP; with tls its probes would need scheme HTTPS")
@@ -502,6 +552,14 @@ func TestGatewayDeployment(t *testing.T) {
 		if portNumber(t, c, p.TargetPort) != int32(listenPort) {
 			t.Errorf("Service port %s targets %v, not the gateway's %d", p.Name, p.TargetPort.String(), listenPort)
 		}
+	}
+	admin := m.services["fencegate-admin"]
+	if admin == nil {
+		t.Fatal("no Service fencegate-admin")
+	}
+	checkSelects(t, "Service fencegate-admin", admin.Spec.Selector, pod.Labels)
+	if admin.Spec.Type != corev1.ServiceTypeClusterIP || len(admin.Spec.Ports) != 1 || portNumber(t, c, admin.Spec.Ports[0].TargetPort) != int32(adminPort) {
+		t.Error("Service fencegate-admin must be ClusterIP and reach the admin listener alone")
 	}
 	pdb := m.pdbs["fencegate"]
 	if pdb == nil {
@@ -685,6 +743,7 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 	for _, tc := range []struct{ policy, workload, container string }{
 		{"vllm-from-gateways", "vllm", "agent"},
 		{"fencegate-postgres-from-gateways", "fencegate-postgres", "postgres"},
+		{"fencegate-redis-from-gateways", "fencegate-redis", "redis"},
 	} {
 		np := m.policies[tc.policy]
 		var pod corev1.PodTemplateSpec
@@ -712,9 +771,119 @@ func TestNetworkPoliciesAdmitTheGatewaysOnly(t *testing.T) {
 	}
 }
 
+// The gateways' own ingress: the admin port only from chosen peers, never from anyone.
+func TestGatewayIngressPolicy(t *testing.T) {
+	m := loadManifests(t)
+	cfg := gatewayConfig(t, m)
+	np := m.policies["fencegate-ingress"]
+	if np == nil {
+		t.Fatal("no NetworkPolicy fencegate-ingress")
+	}
+	d := m.deployments["fencegate"]
+	checkLabelSelector(t, "NetworkPolicy fencegate-ingress", &np.Spec.PodSelector, d.Spec.Template.Labels)
+	c := container(t, d.Spec.Template.Spec, "fencegate")
+	_, listen, _ := net.SplitHostPort(cfg.Listen)
+	_, admin, _ := net.SplitHostPort(cfg.AdminListen)
+	covered := map[string]bool{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			port := strconv.Itoa(int(portNumber(t, c, *p.Port)))
+			covered[port] = true
+			if port == admin && len(rule.From) == 0 {
+				t.Error("the admin port is open to every peer")
+			}
+		}
+	}
+	if !covered[listen] || !covered[admin] || len(covered) != 2 {
+		t.Errorf("the policy admits ports %v, want listen's %s and admin_listen's %s", covered, listen, admin)
+	}
+}
+
+// The limits' Redis: the Deployment's FENCEGATE_REDIS_URL comes from a Secret, reaches this
+// Redis, and carries the password the Redis server was given.
+func TestRedisIsTheGatewaysLimitsBackend(t *testing.T) {
+	m := loadManifests(t)
+	cfg := gatewayConfig(t, m)
+	if cfg.Limits.BackendEnv != "FENCEGATE_REDIS_URL" {
+		t.Fatalf("limits.backend_env %q, want FENCEGATE_REDIS_URL", cfg.Limits.BackendEnv)
+	}
+	gw := container(t, m.deployments["fencegate"].Spec.Template.Spec, "fencegate")
+	var ref *corev1.SecretKeySelector
+	for _, e := range gw.Env {
+		if e.Name == cfg.Limits.BackendEnv && e.ValueFrom != nil {
+			ref = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if ref == nil || ref.Name != "fencegate-redis" || ref.Key != "url" {
+		t.Fatalf("%s does not come from Secret fencegate-redis, key url", cfg.Limits.BackendEnv)
+	}
+	u, err := url.Parse(secretValue(t, m, ref.Name, ref.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := m.deployments["fencegate-redis"]
+	svc := m.services[u.Hostname()]
+	if d == nil || svc == nil {
+		t.Fatalf("no Deployment fencegate-redis, or no Service %q (the URL's host)", u.Hostname())
+	}
+	pod := d.Spec.Template
+	checkLabelSelector(t, "Deployment fencegate-redis", d.Spec.Selector, pod.Labels)
+	checkSelects(t, "Service "+svc.Name, svc.Spec.Selector, pod.Labels)
+	redis := container(t, pod.Spec, "redis")
+	checkResources(t, redis)
+	if redis.LivenessProbe == nil || redis.ReadinessProbe == nil {
+		t.Error("the redis container needs liveness and readiness probes")
+	}
+	var served bool
+	for _, p := range svc.Spec.Ports {
+		if strconv.Itoa(int(p.Port)) == u.Port() && portNumber(t, redis, p.TargetPort) == 6379 {
+			served = true
+		}
+	}
+	if !served {
+		t.Errorf("Service %s does not serve Redis on the URL's port %s", svc.Name, u.Port())
+	}
+	// --requirepass $(REDIS_PASSWORD): the kubelet expands it from the variable's Secret.
+	var pwRef *corev1.SecretKeySelector
+	for _, e := range redis.Env {
+		if e.Name == "REDIS_PASSWORD" && e.ValueFrom != nil {
+			pwRef = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if pwRef == nil || flagValue(redis.Args, "--requirepass") != "$(REDIS_PASSWORD)" {
+		t.Fatal("Redis does not take its --requirepass from a Secret")
+	}
+	if p, _ := u.User.Password(); p == "" || p != secretValue(t, m, pwRef.Name, pwRef.Key) {
+		t.Error("the fencegate-redis URL does not carry the Redis server's password")
+	}
+}
+
+// Every container has a liveness probe and resource requests, and every engine pool a
+// disruption budget: a hung engine must give its GPU back.
+func TestEveryContainerIsProbed(t *testing.T) {
+	m := loadManifests(t)
+	for _, d := range m.deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.LivenessProbe == nil {
+				t.Errorf("Deployment %s, container %s has no liveness probe", d.Name, c.Name)
+			}
+			checkResources(t, &c)
+		}
+	}
+	pdb := m.pdbs["vllm"]
+	if pdb == nil || pdb.Spec.MaxUnavailable == nil {
+		t.Fatal("no PodDisruptionBudget vllm with maxUnavailable")
+	}
+	checkLabelSelector(t, "PodDisruptionBudget vllm", pdb.Spec.Selector, m.deployments["vllm"].Spec.Template.Labels)
+}
+
 // Every image names a version; "latest" or no tag would change under a running cluster.
 func TestImagesArePinned(t *testing.T) {
-	m := loadManifests(t)
+	checkImagesPinned(t, loadManifests(t))
+}
+
+func checkImagesPinned(t *testing.T, m manifests) {
+	t.Helper()
 	var specs []corev1.PodSpec
 	for _, d := range m.deployments {
 		specs = append(specs, d.Spec.Template.Spec)

@@ -354,6 +354,10 @@ type Limits struct {
 	// counts on its own) or "redis://HOST:PORT/DB" (every gateway sharing that Redis
 	// shares the counters, so a key's limits hold across them).
 	Backend string `yaml:"backend"`
+	// BackendEnv names an environment variable that holds Backend instead: a Redis URL
+	// with a password can then come from a secret store (a Kubernetes Secret) while the
+	// rest of the configuration stays somewhere readable (a ConfigMap). Set one of the two.
+	BackendEnv string `yaml:"backend_env"`
 	// OnBackendError is what a gateway does while Redis is unreachable: "open" (the
 	// default: go on with per-gateway counters) or "closed" (answer 503
 	// limits_unavailable to keys that have limits).

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -480,6 +481,23 @@ func (s *Server) validate() error {
 	return nil
 }
 
+// backendFromEnv sets Backend from the variable BackendEnv names, and reports whether it
+// did. Validating a validated configuration again finds Backend already equal to it.
+func (l *Limits) backendFromEnv() (bool, error) {
+	if l.BackendEnv == "" {
+		return false, nil
+	}
+	v := strings.TrimSpace(os.Getenv(l.BackendEnv))
+	if v == "" {
+		return false, fmt.Errorf("limits.backend_env: the environment variable %s is not set", l.BackendEnv)
+	}
+	if l.Backend != "" && l.Backend != v {
+		return false, fmt.Errorf("limits: backend and backend_env are both set; choose one")
+	}
+	l.Backend = v
+	return true, nil
+}
+
 func (l *Limits) validate() error {
 	if l.MaxBodyBytes == 0 {
 		l.MaxBodyBytes = DefaultMaxBodyBytes
@@ -487,7 +505,14 @@ func (l *Limits) validate() error {
 	if l.MaxBodyBytes < 1024 {
 		return fmt.Errorf("limits.max_body_bytes: %d is below the minimum of 1024", l.MaxBodyBytes)
 	}
+	fromEnv, err := l.backendFromEnv()
+	if err != nil {
+		return err
+	}
 	switch {
+	case fromEnv && !strings.HasPrefix(l.Backend, limitsRedisScheme) && !strings.HasPrefix(l.Backend, limitsRedissScheme):
+		// Not quoted: the variable may hold a password.
+		return fmt.Errorf("limits.backend_env: %s does not hold a redis://HOST:PORT/DB URL", l.BackendEnv)
 	case l.Backend == "":
 		l.Backend = LimitsLocal
 	case l.Backend == LimitsLocal:

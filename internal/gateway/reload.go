@@ -75,6 +75,7 @@ func restartOnlySettings(old, cfg *config.Config) []restartSetting {
 		{"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"server", old.Server, cfg.Server},
 		{"limits.backend", old.Limits.Backend, cfg.Limits.Backend},
+		{"limits.backend_env", old.Limits.BackendEnv, cfg.Limits.BackendEnv},
 		{"limits.on_backend_error", old.Limits.OnBackendError, cfg.Limits.OnBackendError},
 		{"limits.key_prefix", old.Limits.KeyPrefix, cfg.Limits.KeyPrefix},
 		{"auth.store_refresh", old.Auth.StoreRefresh, cfg.Auth.StoreRefresh},
