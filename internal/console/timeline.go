@@ -34,7 +34,9 @@ type Timeline struct {
 	// Boundary is where the first output-bearing byte was written; nil when the client
 	// received no output.
 	Boundary *Boundary
-	Client   Client
+	// BoundaryUntimed: output was delivered, but neither the journal nor a trace says when.
+	BoundaryUntimed bool
+	Client          Client
 	// Trace is the request's trace document's view; nil when it kept none.
 	Trace *TraceView
 	// Height is the drawing's, Ticks its axis.
@@ -103,6 +105,9 @@ func NewTimeline(r *store.Request, doc *trace.Document, now time.Time) Timeline 
 		Running: r.Outcome == store.OutcomeRunning,
 		Client:  Client{Outcome: outcomeText(r.Outcome), DeliveredOutputTokens: r.DeliveredOutputTokens, Error: ErrorOf(r.Error)}}
 	end := latest(r.UpdatedAt, r.FirstDeltaAt)
+	if doc != nil {
+		end = latest(end, doc.Outcome.FirstDeltaAt)
+	}
 	for _, a := range r.Attempts {
 		end = latest(end, a.StartedAt, a.EndedAt)
 	}
@@ -134,8 +139,17 @@ func NewTimeline(r *store.Request, doc *trace.Document, now time.Time) Timeline 
 		b.ReasonY = b.LabelY + 16
 		tl.Attempts = append(tl.Attempts, b)
 	}
-	if r.FirstDeltaSent && !r.FirstDeltaAt.IsZero() {
-		tl.Boundary = &Boundary{At: r.FirstDeltaAt.Sub(r.CreatedAt), X: x(r.FirstDeltaAt)}
+	// The journal keeps the boundary's time when the crossing was written synchronously (a
+	// request with an Idempotency-Key); the trace document keeps it for every request.
+	boundary := r.FirstDeltaAt
+	if boundary.IsZero() && doc != nil {
+		boundary = doc.Outcome.FirstDeltaAt
+	}
+	switch {
+	case !boundary.IsZero():
+		tl.Boundary = &Boundary{At: boundary.Sub(r.CreatedAt), X: x(boundary)}
+	case r.FirstDeltaSent:
+		tl.BoundaryUntimed = true
 	}
 	lanes := max(len(r.Attempts), 1)
 	tl.Height = laneTop + float64(lanes)*laneHeight + axisRoom
