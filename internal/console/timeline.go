@@ -60,6 +60,9 @@ type AttemptBar struct {
 type Boundary struct {
 	At time.Duration
 	X  float64
+	// LabelX and Anchor place the line's label beside it, on the side with room.
+	LabelX float64
+	Anchor string
 }
 
 // Client is what the client received and how its request ended.
@@ -147,7 +150,12 @@ func NewTimeline(r *store.Request, doc *trace.Document, now time.Time) Timeline 
 	}
 	switch {
 	case !boundary.IsZero():
-		tl.Boundary = &Boundary{At: boundary.Sub(r.CreatedAt), X: x(boundary)}
+		b := &Boundary{At: boundary.Sub(r.CreatedAt), X: x(boundary), Anchor: "start"}
+		b.LabelX = b.X + 6
+		if b.X > barRight-160 {
+			b.LabelX, b.Anchor = b.X-6, "end"
+		}
+		tl.Boundary = b
 	case r.FirstDeltaSent:
 		tl.BoundaryUntimed = true
 	}
