@@ -1,6 +1,7 @@
 // Package console renders the operator's console the gateway serves under /ui/: the pools
 // and their replicas, the recent requests that did not complete plainly, and one request's
-// record drawn as a timeline (docs/design.md §9, docs/operations.md "The console").
+// record drawn as a timeline (docs/operations.md, "The console"; the trace document is
+// docs/design.md §7, Traces).
 //
 // The package is pure: it turns what the gateway already knows (its pools, the journal's
 // records, a trace document) into views and renders them with html/template; no network,
