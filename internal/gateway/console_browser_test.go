@@ -66,9 +66,10 @@ const readRequestPage = `(() => {
 })()`
 
 // The console in a real browser (Debian's chromium, headless), against a gateway that has
-// run a rerun and an interrupted request: the replicas are listed, the requests page lists
-// both, and each request's drawing lays out its attempts on their replicas, the delivery
-// boundary inside the attempt that delivered, and the error code the client received.
+// run a rerun, an interrupted and a failed request: the replicas are listed, the requests
+// page lists the three, and each request's drawing lays out its attempts on their replicas,
+// the delivery boundary inside the attempt that delivered, and the error code the client
+// received.
 // Screenshots go to FENCEGATE_CONSOLE_SCREENSHOTS (a temporary directory by default).
 // Without chromium the test is skipped, except under CI.
 func TestConsoleInABrowser(t *testing.T) {
@@ -155,12 +156,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		shoot("console-requests.png")); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(listedIDs, []string{sc.interrupted, sc.rerun}) {
-		t.Errorf("requests listed: %v, want %v", listedIDs, []string{sc.interrupted, sc.rerun})
+	if want := []string{sc.failed, sc.interrupted, sc.rerun}; !slices.Equal(listedIDs, want) {
+		t.Errorf("requests listed: %v, want %v", listedIDs, want)
 	}
 
 	// Each request's drawing, reached by its link in the list.
-	for _, id := range []string{sc.interrupted, sc.rerun} {
+	for _, id := range []string{sc.interrupted, sc.rerun, sc.failed} {
 		rec := sc.recs[id]
 		var got browserRequest
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/requests"), chromedp.WaitVisible(chromedp.CSS(`table.requests`)),
@@ -184,8 +185,12 @@ func TestConsoleInABrowser(t *testing.T) {
 				delivering = i
 			}
 		}
-		// The boundary is drawn inside the last attempt: the one whose answer the client got.
-		if got.Boundary < 0 || delivering != len(rec.Attempts)-1 || got.BoundaryLabel != "delivery boundary" {
+		// The boundary is drawn inside the last attempt: the one whose answer the client got;
+		// a request that delivered nothing has none.
+		switch {
+		case !rec.FirstDeltaSent && got.Boundary >= 0:
+			t.Errorf("%s delivered nothing, but a boundary is drawn at %.1f", id, got.Boundary)
+		case rec.FirstDeltaSent && (got.Boundary < 0 || delivering != len(rec.Attempts)-1 || got.BoundaryLabel != "delivery boundary"):
 			t.Errorf("%s: boundary at %.1f (%q) in attempt %d; attempts %+v", id, got.Boundary, got.BoundaryLabel, delivering+1, got.Attempts)
 		}
 		if code := rec.errorCode(); !strings.HasPrefix(got.ErrorCode, code) || (code == "") != (got.ErrorCode == "") {

@@ -12,8 +12,8 @@ import (
 
 // The console's tests (console_test.go, console_browser_test.go) share a gateway in front
 // of two simulated replicas (sim-1 serving first) that has run a plain request, a request
-// rerun on sim-2 after sim-1 reset it before any output, and a request interrupted after
-// its first output.
+// rerun on sim-2 after sim-1 reset it before any output, a request interrupted after its
+// first output, and one that every replica answered 500 before any output.
 
 const (
 	consoleKeyA     = "console-team-a-0123456789"
@@ -24,6 +24,8 @@ const (
 type consoleScene struct {
 	e                         *env
 	plain, rerun, interrupted string
+	// failed failed on every replica before any output.
+	failed string
 	// recs are the journal's records of the three, as GET /v1/requests/{id} shows them.
 	recs map[string]requestRecord
 }
@@ -47,14 +49,14 @@ func newConsoleScene(t *testing.T, oneListener bool) *consoleScene {
 		}
 	}})
 	sc := &consoleScene{e: e, recs: map[string]requestRecord{}}
-	stream := func(key, fault string) string {
+	stream := func(key, fault string, wantStatus int) string {
 		body := `{"model":"sim-model","max_tokens":6,"ignore_eos":true,"stream":true,"messages":[{"role":"user","content":"tell me a story"}]}`
 		var hdr []string
 		if fault != "" {
 			hdr = []string{"X-Sim-Fault", fault}
 		}
 		a := send(t, "POST", e.srv.URL+"/v1/chat/completions", key, body, hdr...)
-		if a.status != 200 {
+		if a.status != wantStatus {
 			t.Fatalf("request with fault %q: %d %s", fault, a.status, a.body)
 		}
 		id := a.header.Get("X-Request-Id")
@@ -62,9 +64,10 @@ func newConsoleScene(t *testing.T, oneListener bool) *consoleScene {
 		return id
 	}
 	// The rerun before the interruption: sim-1 must take its first attempt.
-	sc.plain = stream(consoleKeyA, "")
-	sc.rerun = stream(consoleKeyB, "reset@prefill;on=sim-1")
-	sc.interrupted = stream(consoleKeyA, "reset@sent:2")
+	sc.plain = stream(consoleKeyA, "", 200)
+	sc.rerun = stream(consoleKeyB, "reset@prefill;on=sim-1", 200)
+	sc.interrupted = stream(consoleKeyA, "reset@sent:2", 200)
+	sc.failed = stream(consoleKeyB, "status:500@accept", 500)
 
 	if r := sc.recs[sc.plain]; r.Outcome != "completed" || len(r.Attempts) != 1 {
 		t.Fatalf("the plain request: %+v", r)
@@ -74,6 +77,9 @@ func newConsoleScene(t *testing.T, oneListener bool) *consoleScene {
 	}
 	if r := sc.recs[sc.interrupted]; r.Outcome != "interrupted" || !r.FirstDeltaSent || len(r.Attempts) != 1 {
 		t.Fatalf("the interrupted request: %+v", r)
+	}
+	if r := sc.recs[sc.failed]; r.Outcome != "failed" || r.FirstDeltaSent || r.errorCode() == "" {
+		t.Fatalf("the failed request: %+v", r)
 	}
 	return sc
 }

@@ -78,23 +78,35 @@ func TestConsoleRequestsAndFilters(t *testing.T) {
 	base := sc.e.admin.URL
 	before := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	after := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	// Newest first; "rerun" is every request the journal shows with more than one attempt.
+	all3 := []string{sc.failed, sc.interrupted, sc.rerun}
+	var reruns []string
+	for _, id := range all3 {
+		if len(sc.recs[id].Attempts) > 1 {
+			reruns = append(reruns, id)
+		}
+	}
+	if !slices.Contains(reruns, sc.rerun) || slices.Contains(reruns, sc.interrupted) {
+		t.Fatalf("reruns %v", reruns)
+	}
 	for _, tc := range []struct {
 		query string
 		want  []string
 	}{
-		{"", []string{sc.interrupted, sc.rerun}},
+		{"", all3},
 		{"?outcome=interrupted", []string{sc.interrupted}},
-		{"?outcome=rerun", []string{sc.rerun}},
-		{"?outcome=failed", nil},
-		{"?key=team-b", []string{sc.rerun}},
+		{"?outcome=rerun", reruns},
+		{"?outcome=failed", []string{sc.failed}},
+		{"?outcome=cancelled", nil},
+		{"?key=team-b", []string{sc.failed, sc.rerun}},
 		{"?key=team-a", []string{sc.interrupted}},
 		{"?model=sim-model&key=team-a&outcome=interrupted", []string{sc.interrupted}},
 		{"?model=other-model", nil},
-		{"?since=" + url.QueryEscape(before), []string{sc.interrupted, sc.rerun}},
-		{"?since=1h", []string{sc.interrupted, sc.rerun}},
+		{"?since=" + url.QueryEscape(before), all3},
+		{"?since=1h", all3},
 		{"?since=" + url.QueryEscape(after), nil},
 		{"?until=" + url.QueryEscape(before), nil},
-		{"?limit=1", []string{sc.interrupted}},
+		{"?limit=1", []string{sc.failed}},
 	} {
 		p, ids := listed(t, base, tc.query)
 		if p.status != 200 || !slices.Equal(ids, tc.want) {
@@ -104,7 +116,7 @@ func TestConsoleRequestsAndFilters(t *testing.T) {
 
 	// Each row says what happened, as the journal does.
 	p, _ := listed(t, base, "")
-	for id, outcome := range map[string]string{sc.interrupted: "interrupted", sc.rerun: "completed"} {
+	for id, outcome := range map[string]string{sc.interrupted: "interrupted", sc.rerun: "completed", sc.failed: "failed"} {
 		rows := allNodes(p.doc, withAttr("tr", "data-request", id))
 		if len(rows) != 1 {
 			t.Fatalf("%s not listed once", id)
@@ -175,7 +187,7 @@ func attemptsDrawn(t *testing.T, doc *html.Node) (drawn, tabled [][3]string) {
 func TestConsoleRequestTimeline(t *testing.T) {
 	sc := newConsoleScene(t, false)
 	base := sc.e.admin.URL
-	for _, id := range []string{sc.rerun, sc.interrupted} {
+	for _, id := range []string{sc.rerun, sc.interrupted, sc.failed} {
 		rec := sc.recs[id]
 		p := getPage(t, base+"/ui/requests/"+id, "")
 		if p.status != 200 {
@@ -198,7 +210,7 @@ func TestConsoleRequestTimeline(t *testing.T) {
 		if !slices.Equal(drawn, want) || !slices.Equal(tabled, want) {
 			t.Errorf("%s: attempts drawn %v, in the table %v; the journal has %v", id, drawn, tabled, want)
 		}
-		if boundary := allNodes(p.doc, withAttr("g", "data-boundary", "")); len(boundary) != 1 || !rec.FirstDeltaSent {
+		if boundary := allNodes(p.doc, withAttr("g", "data-boundary", "")); (len(boundary) == 1) != rec.FirstDeltaSent {
 			t.Errorf("%s: %d boundary lines, first_delta_sent %v", id, len(boundary), rec.FirstDeltaSent)
 		}
 		if got := allNodes(p.doc, withAttr("dd", "data-outcome", rec.Outcome)); len(got) != 2 {
