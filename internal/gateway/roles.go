@@ -30,6 +30,9 @@ const (
 	accessMetrics
 	// accessAdmin: an admin (/admin/*, pprof).
 	accessAdmin
+	// accessConsole: an admin, as accessAdmin, whose browser may also send the key as the
+	// password of HTTP Basic authentication, and is asked for it (the console, /ui/).
+	accessConsole
 )
 
 // listener is which of the gateway's listeners serves a handler.
@@ -135,10 +138,43 @@ func (s *Server) guard(a access, on listener, h http.HandlerFunc) http.HandlerFu
 	if on == listenerAdmin && s.adminLoopback {
 		return h
 	}
+	if a == accessConsole {
+		return func(w http.ResponseWriter, r *http.Request) {
+			s.requireAdmin(askBasic{w}, withBasicAsBearer(r), h, "")
+		}
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.requireAdmin(w, r, h, "")
 	}
 }
+
+// withBasicAsBearer returns r with the password of its HTTP Basic credentials as its
+// bearer key: a browser cannot send 'Authorization: Bearer' when it opens a page, but it
+// asks its user for Basic credentials and sends them with every page after (the console's
+// user name is not read). r is returned as is without Basic credentials.
+func withBasicAsBearer(r *http.Request) *http.Request {
+	_, pass, ok := r.BasicAuth()
+	if !ok {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+pass)
+	return r
+}
+
+// askBasic asks a browser for Basic credentials with a 401: the console's answer without
+// a valid key is otherwise the API's (401 invalid_api_key).
+type askBasic struct{ http.ResponseWriter }
+
+func (a askBasic) WriteHeader(status int) {
+	if status == http.StatusUnauthorized {
+		a.Header().Set("WWW-Authenticate", `Basic realm="fencegate console", charset="UTF-8"`)
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the connection (write deadlines).
+func (a askBasic) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // requireAdmin runs h for an admin's request and answers anyone else: 401 without a valid
 // key, 403 admin_only to a tenant key, and 403 admin_disabled when no admin key exists on

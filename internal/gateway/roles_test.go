@@ -105,7 +105,7 @@ func roleCall(pattern, requestID string) (method, path, body string) {
 	if !ok {
 		method, path = "GET", pattern
 	}
-	path = strings.NewReplacer("{id}", requestID, "{model}", "sim-model", "{replica}", "sim-1").Replace(path)
+	path = strings.NewReplacer("{id}", requestID, "{model}", "sim-model", "{replica}", "sim-1", "{$}", "").Replace(path)
 	switch path {
 	case "/v1/chat/completions":
 		body = chatFor("sim-model", 2)
@@ -124,7 +124,7 @@ func roleCall(pattern, requestID string) (method, path, body string) {
 	case "/debug/pprof/trace":
 		path += "?seconds=0.01"
 	}
-	if strings.HasPrefix(path, "/v1/requests/") || strings.HasPrefix(path, "/admin/requests/") {
+	if strings.HasPrefix(path, "/v1/requests/") || strings.HasPrefix(path, "/admin/requests/") || strings.HasPrefix(path, "/ui/requests/") {
 		path += "?wait=10s" // the request's record and trace are written after it ends
 	}
 	return method, path, body
@@ -159,6 +159,10 @@ func TestWhoMayCallWhat(t *testing.T) {
 		"POST /admin/refresh":                    operator,
 		"POST /admin/reload":                     operator,
 		"GET /admin/requests/{id}/trace":         operator,
+		"GET /ui/{$}":                            operator,
+		"GET /ui/requests":                       operator,
+		"GET /ui/requests/{id}":                  operator,
+		"GET /ui/requests/{id}/trace":            operator,
 		"/debug/pprof/":                          pprof,
 		"/debug/pprof/cmdline":                   pprof,
 		"/debug/pprof/profile":                   pprof,
@@ -248,7 +252,7 @@ func TestAdminCallsOffWithoutAdminKey(t *testing.T) {
 			tenant = roleKeyA
 		}
 		for _, r := range []struct{ method, path string }{{"POST", "/admin/refresh"}, {"POST", "/admin/reload"}, {"GET", "/metrics"},
-			{"POST", "/admin/replicas/sim-model/sim-1"}, {"GET", "/admin/requests/req_01J00000000000000000000000/trace"}} {
+			{"POST", "/admin/replicas/sim-model/sim-1"}, {"GET", "/admin/requests/req_01J00000000000000000000000/trace"}, {"GET", "/ui/"}} {
 			a := send(t, r.method, g.public.URL+r.path, "", `{"state":"dead"}`)
 			msg := gjson.Get(a.body, "error.message").String()
 			if a.status != 403 || gjson.Get(a.body, "error.code").String() != "admin_disabled" ||

@@ -415,3 +415,14 @@ func (d *Deferred) RevokeKey(ctx context.Context, id string, at time.Time) error
 	d.observe(ctx, err)
 	return err
 }
+
+// Recent implements Store.
+func (d *Deferred) Recent(ctx context.Context, q RecentQuery) ([]*Request, error) {
+	st := d.store()
+	if st == nil {
+		return nil, ErrUnavailable
+	}
+	r, err := st.Recent(ctx, q)
+	d.observe(ctx, err)
+	return r, err
+}

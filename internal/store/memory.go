@@ -343,3 +343,24 @@ func (m *Memory) Close() error {
 	m.closed = true
 	return nil
 }
+
+// Recent implements Store.
+func (m *Memory) Recent(ctx context.Context, q RecentQuery) ([]*Request, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []*Request
+	for id := range m.requests {
+		if r := m.getLocked(id); q.matches(r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Request) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return out[:min(len(out), q.limit())], nil
+}

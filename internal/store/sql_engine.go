@@ -273,3 +273,35 @@ func (s *sqlStore) Close() error {
 	}
 	return nil
 }
+
+// Recent implements Store.
+func (s *sqlStore) Recent(ctx context.Context, rq RecentQuery) ([]*Request, error) {
+	q := s.b.reader()
+	since, until := rq.bounds()
+	rows, err := q.query(ctx, recentSQL, since, until, rq.Model, rq.Tenant, string(rq.Outcome), rq.limit())
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: recent requests: %w", s.name, err)
+	}
+	var out []*Request
+	for rows.Next() {
+		r, err := scanRequest(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: %s: scan recent request: %w", s.name, err)
+		}
+		out = append(out, r)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: read recent requests: %w", s.name, err)
+	}
+	// The attempts after the rows are closed: a store on one connection (SQLite's reader
+	// may be one) cannot run a query while another's rows are open.
+	for _, r := range out {
+		if r.Attempts, err = loadAttempts(ctx, q, r.ID); err != nil {
+			return nil, fmt.Errorf("store: %s: recent requests: %w", s.name, err)
+		}
+	}
+	return out, nil
+}

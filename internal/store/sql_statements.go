@@ -330,3 +330,15 @@ func mutationStmts(stmts []sqlStmt, m Mutation) []sqlStmt {
 	}
 	return stmts
 }
+
+// A request that ran more than one attempt was rerun; recentSQL selects those and the ones
+// that ended other than completed, newest first (Store.Recent; RecentQuery.matches is the
+// same rule for the memory store). The index on created_at serves the order and bounds.
+const (
+	rerunExists = `EXISTS (SELECT 1 FROM attempts WHERE attempts.request_id = requests.id AND attempts.n > 1)`
+	recentSQL   = `SELECT ` + selectRequestColumns + ` FROM requests
+	WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR model = $3) AND ($4 = '' OR tenant = $4)
+	AND (outcome NOT IN ('', 'completed') OR ` + rerunExists + `)
+	AND ($5 = '' OR outcome = $5 OR ($5 = 'rerun' AND ` + rerunExists + `))
+	ORDER BY created_at DESC, id DESC LIMIT $6`
+)

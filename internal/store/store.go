@@ -70,6 +70,11 @@ type Store interface {
 	// among those the greatest ID (ids are ULIDs, so the later one).
 	FindByResponseID(ctx context.Context, responseID string) (*Request, error)
 
+	// Recent returns the requests q selects — recent ones that did not complete plainly
+	// (see RecentQuery) — newest first (by CreatedAt, then ID), at most q's limit, each
+	// with its attempts as Get returns them.
+	Recent(ctx context.Context, q RecentQuery) ([]*Request, error)
+
 	// Traces returns the trace events of a request ordered by Seq (none
 	// when traces are off).
 	Traces(ctx context.Context, requestID string) ([]TraceEvent, error)

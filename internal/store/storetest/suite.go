@@ -65,6 +65,7 @@ func Run(t *testing.T, b Backend) {
 		{"FindByResponseID", testFindByResponseID},
 		{"FindByResponseIDLatest", testFindByResponseIDLatest},
 		{"FindByResponseIDSweep", testFindByResponseIDSweep},
+		{"Recent", testRecent},
 		{"RaceClaimNew", testRaceClaimNew},
 		{"RaceTakeover", testRaceTakeover},
 		{"RaceTakeoverVersusBoundary", testRaceTakeoverVersusBoundary},
