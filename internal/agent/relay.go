@@ -46,7 +46,9 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.R
 	outp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(outp)
 	read, out := *readp, (*outp)[:0]
-	var dec sse.Decoder
+	// The agent forwards events as the engine wrote them and checks the lease between
+	// them; reading what they carry is the gateway's (docs/design.md §4).
+	dec := sse.Decoder{FramesOnly: true}
 	for {
 		n, rerr := resp.Read(read)
 		if n > 0 {

@@ -47,7 +47,43 @@ func FuzzDecoderDataLine(f *testing.F) {
 				}
 			}
 		}
+		// A decoder that only frames events cuts them where one that reads them does.
+		read, framed := framesOf(Decoder{}, stream), framesOf(Decoder{FramesOnly: true}, stream)
+		if len(read) != len(framed) {
+			t.Fatalf("%d events framed only, %d read", len(framed), len(read))
+		}
+		for i := range read {
+			if read[i] != framed[i] {
+				t.Fatalf("event %d framed only %s, read %s", i, framed[i], read[i])
+			}
+		}
 	})
+}
+
+// framesOf decodes stream in reads of 7 bytes and returns each event's Raw, Name and Data.
+func framesOf(d Decoder, stream []byte) []string {
+	var got []string
+	for i := 0; i < len(stream); i += 7 {
+		d.Append(stream[i:min(i+7, len(stream))])
+		for {
+			e, ok := d.Next()
+			if !ok {
+				break
+			}
+			if d.FramesOnly && e.Class&^Comment != 0 {
+				got = append(got, fmt.Sprintf("class %v set", e.Class))
+				continue
+			}
+			got = append(got, fmt.Sprintf("raw=%q name=%q data=%q nil=%v", e.Raw, e.Name, e.Data, e.Data == nil))
+		}
+	}
+	if d.FramesOnly {
+		d.Reset()
+		if !d.FramesOnly {
+			got = append(got, "Reset forgot FramesOnly")
+		}
+	}
+	return got
 }
 
 func decodeAll(p Protocol, stream []byte, step int) []string {

@@ -34,6 +34,11 @@ var ErrEventTooLarge = errors.New("sse: event larger than 4 MiB")
 type Decoder struct {
 	// Protocol says how each event's data is summarized (the zero value: Completions).
 	Protocol Protocol
+	// FramesOnly skips what the events carry: Next returns each event's Raw, Name and Data,
+	// with Class, Outputs and the Summary's fields as for an event without data (Class may
+	// still be Comment), without scanning the data. For a relay that forwards events as they came and
+	// leaves reading them to whoever it forwards them to (the agent, docs/design.md §4).
+	FramesOnly bool
 
 	// buf holds the bytes being decoded; buf[start:] is not yet returned by Next. It is
 	// either the slice given to the last Append (borrowed: nothing was pending, so the
@@ -154,14 +159,21 @@ func (d *Decoder) nextDataLine() (Event, bool) {
 		value = value[1:]
 	}
 	end := d.start + nl + 2
-	ev := Event{Raw: d.buf[d.start:end], Data: value}
+	ev := Event{Raw: d.buf[d.start:end], Data: value, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	d.start, d.pos, d.atLineStart = end, end, true
-	if d.Protocol == Completions {
-		ev.setSummary(d.memo.summarize(value))
-	} else {
-		ev.setSummary(SummarizeEvent(d.Protocol, nil, value))
-	}
+	d.summarize(&ev, value)
 	return ev, true
+}
+
+// summarize fills ev's summary of its data, unless the decoder only frames events.
+func (d *Decoder) summarize(ev *Event, data []byte) {
+	switch {
+	case d.FramesOnly:
+	case d.Protocol == Completions:
+		ev.setSummary(d.memo.summarize(data))
+	default:
+		ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, data))
+	}
 }
 
 // Buffered returns the number of bytes held that Next has not returned yet:
@@ -174,7 +186,7 @@ func (d *Decoder) Err() error { return d.err }
 
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
-	*d = Decoder{Protocol: d.Protocol, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
+	*d = Decoder{Protocol: d.Protocol, FramesOnly: d.FramesOnly, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
 		memo: prefixMemo{prefix: d.memo.prefix[:0]}}
 }
 
@@ -329,16 +341,14 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	}
 	switch {
 	case ev.Data != nil:
-		if d.Protocol == Completions {
-			ev.setSummary(d.memo.summarize(ev.Data))
-		} else {
-			ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, ev.Data))
-		}
+		d.summarize(&ev, ev.Data)
 	case errorValue != nil:
 		ev.Data = errorValue
-		ev.setSummary(Summarize(errorValue))
-		ev.Class |= Error
-		ev.Outputs = 0 // a failure delivers nothing, whatever its body holds
+		if !d.FramesOnly {
+			ev.setSummary(Summarize(errorValue))
+			ev.Class |= Error
+			ev.Outputs = 0 // a failure delivers nothing, whatever its body holds
+		}
 	case fields == 0 && comments > 0:
 		ev.Class = Comment
 	case fields == 0:
