@@ -8,7 +8,7 @@ import (
 	"github.com/fencegate/fencegate/internal/openai"
 )
 
-// Who may call what (docs/design.md §9): tenant keys reach the API (/v1/*) only; the
+// Who may call what (docs/design.md §2): tenant keys reach the API (/v1/*) only; the
 // operator's calls need an admin key, except on an admin listener bound to loopback, which
 // only this host reaches. A client's address on a shared listener proves nothing — behind a
 // sidecar proxy or a TLS terminator on the same host every client is loopback — so no rule
