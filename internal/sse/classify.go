@@ -253,7 +253,14 @@ func (s *scanner) choices(sum *Summary) {
 func (s *scanner) choice() (output, finish, tools bool, index int64) {
 	index = -1
 	var buf [24]byte
-	for first := true; ; first = false {
+	first := true
+	if i, ok := s.indexThenDelta(); ok {
+		// The members every chat chunk opens its choice with, read at once.
+		index, first = i, false
+		o, t := s.delta()
+		output, tools = o, t
+	}
+	for ; ; first = false {
 		raw, ok := s.nextKey(first)
 		if !ok {
 			return output, finish, tools, index
@@ -282,6 +289,34 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 			s.skip(3)
 		}
 	}
+}
+
+// indexThenDelta reads, at the start of a choice object, the opening every streamed chat
+// chunk of vLLM and SGLang has: "index":N,"delta":{ with N a plain non-negative integer.
+// When the bytes are exactly that, it moves past them (into the delta object, its '{'
+// consumed) and returns N, as choice's members "index" and "delta" would have; otherwise it
+// moves nothing, and choice reads them one by one.
+func (s *scanner) indexThenDelta() (int64, bool) {
+	const open, delta = `"index":`, `,"delta":{`
+	data, i := s.data, s.pos
+	if len(data)-i < len(open)+1+len(delta) || string(data[i:i+len(open)]) != open {
+		return 0, false
+	}
+	i += len(open)
+	start := i
+	var n int64
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' && i-start < 16 {
+		n = n*10 + int64(data[i]-'0')
+		i++
+	}
+	// JSON allows no leading zero, and a longer number, a fraction or an exponent is
+	// left to the general path.
+	if i == start || (data[start] == '0' && i-start > 1) || i-start >= 16 ||
+		len(data)-i < len(delta) || string(data[i:i+len(delta)]) != delta {
+		return 0, false
+	}
+	s.pos = i + len(delta)
+	return min(n, maxCount+1), true
 }
 
 // delta scans a delta (stream) or message (non-stream) object, its '{'

@@ -34,6 +34,7 @@ func referenceSummarize(data []byte) (sum Summary, skip bool) {
 		panic(fmt.Sprintf("valid JSON %q does not decode: %v", data, err))
 	}
 	sum.CompletionTokens = -1
+	sum.Choice = -1
 	top, ok := v.(map[string]any)
 	if !ok {
 		return sum, false
@@ -58,10 +59,25 @@ func referenceSummarize(data []byte) (sum Summary, skip bool) {
 		sum.Class |= NullError
 	}
 	choices, _ := top["choices"].([]any)
+	objects := 0
 	for pos, c := range choices {
 		choice, ok := c.(map[string]any)
 		if !ok {
 			continue
+		}
+		// Choice: the only choice object's index when it is a whole number no larger than
+		// maxCount, else its position; -1 with none or several.
+		if objects++; objects == 1 {
+			sum.Choice = pos
+			if n, ok := choice["index"].(json.Number); ok {
+				v, whole, huge := referenceWhole(n)
+				skip = skip || huge
+				if whole && v <= maxCount {
+					sum.Choice = int(v)
+				}
+			}
+		} else {
+			sum.Choice = -1
 		}
 		if f, ok := choice["finish_reason"]; ok && f != nil {
 			sum.Class |= Finish
@@ -202,6 +218,17 @@ func FuzzClassify(f *testing.F) {
 		`{"choices":[{"message":{"tool_calls":[{}]},"finish_reason":0}]}`,
 		`[{"choices":[]}]`,
 		` {"a" : [ 1 , { } , "\"" ] } `,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`,
+		`{"choices":[{"index":7,"delta":{},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":01,"delta":{"content":"a"}}]}`,
+		`{"choices":[{"index":1.0,"delta":{"content":"a"}}]}`,
+		`{"choices":[{"index":9007199254740993,"delta":{"content":"a"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":123456789012345678,"delta":{"content":"a"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"index":70,"finish_reason":"length"}]}`,
+		`{"choices":[{"index":0,"delta":"x","finish_reason":"stop"}]}`,
+		`{"choices":[{"index":3,"delta":{"content":""},"delta":{"tool_calls":[{}]}},{"index":0,"delta":{}}]}`,
+		`{"choices":[{"index":-1,"delta":{"content":"a"}}]}`,
+		`{"choices":[{"index":2,"delta":{`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -224,6 +251,9 @@ func FuzzClassify(f *testing.F) {
 			return
 		}
 		sum := Summarize(data)
+		if sum.Choice != want.Choice {
+			t.Fatalf("Summarize(%q) = choice %d; reference says %d", data, sum.Choice, want.Choice)
+		}
 		if sum.Finished != want.Finished || sum.FinishedHigh != want.FinishedHigh || sum.CompletionTokens != want.CompletionTokens {
 			t.Fatalf("Summarize(%q) = finished %#x+%d, %d tokens; reference says %#x+%d, %d tokens",
 				data, sum.Finished, sum.FinishedHigh, sum.CompletionTokens, want.Finished, want.FinishedHigh, want.CompletionTokens)
