@@ -154,7 +154,11 @@ func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 			if s.peek() == '{' {
 				s.pos++
 				sum.Class |= Usage
-				sum.CompletionTokens = s.usage()
+				if n, ok := s.usageCounts(); ok {
+					sum.CompletionTokens = n
+				} else {
+					sum.CompletionTokens = s.usage()
+				}
 			} else {
 				s.skip(1)
 			}
@@ -259,6 +263,10 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 		index, first = i, false
 		o, t := s.delta()
 		output, tools = o, t
+		if end, ok := literalAt(s.data, s.pos, choiceClosing); ok {
+			s.pos = end
+			return output, false, tools, index
+		}
 	}
 	for ; ; first = false {
 		raw, ok := s.nextKey(first)
@@ -297,26 +305,81 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 // consumed) and returns N, as choice's members "index" and "delta" would have; otherwise it
 // moves nothing, and choice reads them one by one.
 func (s *scanner) indexThenDelta() (int64, bool) {
-	const open, delta = `"index":`, `,"delta":{`
-	data, i := s.data, s.pos
-	if len(data)-i < len(open)+1+len(delta) || string(data[i:i+len(open)]) != open {
+	i, ok := literalAt(s.data, s.pos, `"index":`)
+	if !ok {
 		return 0, false
 	}
-	i += len(open)
+	n, i, ok := plainInt(s.data, i)
+	if !ok {
+		return 0, false
+	}
+	if i, ok = literalAt(s.data, i, `,"delta":{`); !ok {
+		return 0, false
+	}
+	s.pos = i
+	return n, true
+}
+
+// choiceClosing is how vLLM closes a streamed chat choice that has not finished: no
+// logprobs, no finish reason, the end of the choice object.
+const choiceClosing = `,"logprobs":null,"finish_reason":null}`
+
+// usageCounts reads the body of a usage object (its '{' consumed) when it is exactly
+// vLLM's and SGLang's: "prompt_tokens":N,"total_tokens":N,"completion_tokens":N} with plain
+// integers, moving past its '}' and returning completion_tokens as usage would; otherwise
+// it moves nothing.
+func (s *scanner) usageCounts() (int, bool) {
+	i, ok := literalAt(s.data, s.pos, `"prompt_tokens":`)
+	if !ok {
+		return 0, false
+	}
+	if _, i, ok = plainInt(s.data, i); !ok {
+		return 0, false
+	}
+	if i, ok = literalAt(s.data, i, `,"total_tokens":`); !ok {
+		return 0, false
+	}
+	if _, i, ok = plainInt(s.data, i); !ok {
+		return 0, false
+	}
+	if i, ok = literalAt(s.data, i, `,"completion_tokens":`); !ok {
+		return 0, false
+	}
+	n, i, ok := plainInt(s.data, i)
+	if !ok || i >= len(s.data) || s.data[i] != '}' {
+		return 0, false
+	}
+	s.pos = i + 1
+	return int(n), true // at most 15 digits: never above maxCount
+}
+
+// literalAt reports whether data holds lit at i, and the offset after it.
+func literalAt(data []byte, i int, lit string) (int, bool) {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+// plainInt reads at i a JSON number that is a plain non-negative integer of at most 15
+// digits (so never above maxCount) (no leading zero, no fraction, no exponent), its value and the offset after it.
+// Anything else (including what JSON would refuse) is not read: false.
+func plainInt(data []byte, i int) (n int64, end int, ok bool) {
 	start := i
-	var n int64
-	for i < len(data) && '0' <= data[i] && data[i] <= '9' && i-start < 16 {
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+		if i-start == 15 {
+			return 0, start, false
+		}
 		n = n*10 + int64(data[i]-'0')
 		i++
 	}
-	// JSON allows no leading zero, and a longer number, a fraction or an exponent is
-	// left to the general path.
-	if i == start || (data[start] == '0' && i-start > 1) || i-start >= 16 ||
-		len(data)-i < len(delta) || string(data[i:i+len(delta)]) != delta {
-		return 0, false
+	if i == start || (data[start] == '0' && i-start > 1) {
+		return 0, start, false
 	}
-	s.pos = i + len(delta)
-	return min(n, maxCount+1), true
+	if i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E') {
+		return 0, start, false
+	}
+	return n, i, true
 }
 
 // delta scans a delta (stream) or message (non-stream) object, its '{'

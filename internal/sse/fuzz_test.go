@@ -229,6 +229,17 @@ func FuzzClassify(f *testing.F) {
 		`{"choices":[{"index":3,"delta":{"content":""},"delta":{"tool_calls":[{}]}},{"index":0,"delta":{}}]}`,
 		`{"choices":[{"index":-1,"delta":{"content":"a"}}]}`,
 		`{"choices":[{"index":2,"delta":{`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null},{"index":1,"delta":{},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null,"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":04}}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4.5}}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":1234567890123456}}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4},"usage":null}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4,"x":1}}`,
+		`{"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}`,
+		`{"usage":{"prompt_tokens":-5,"total_tokens":9,"completion_tokens":4}}`,
 	} {
 		f.Add([]byte(s))
 	}
