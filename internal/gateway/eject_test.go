@@ -118,7 +118,7 @@ func TestReplicaEjectedAfterConsecutiveFailures(t *testing.T) {
 	m := e.metrics()
 	for _, want := range []string{
 		`fencegate_replica_ejections_total{model="sim-model",replica="` + bad + `"} 1`,
-		`fencegate_requests_total{model="sim-model",outcome="completed"} 21`,
+		`fencegate_requests_total{api="chat",model="sim-model",outcome="completed"} 21`,
 		`fencegate_replica_state{model="sim-model",replica="` + bad + `",state="dead"} 1`,
 	} {
 		if !strings.Contains(m, want) {

@@ -67,7 +67,7 @@ func rerunScenario(t *testing.T, fault, wantFailure string) {
 	m := e.metrics()
 	for _, want := range []string{
 		`fencegate_reruns_total{model="sim-model",reason="` + rec.Attempts[0].EndReason + `"} 1`,
-		`fencegate_requests_total{model="sim-model",outcome="completed"} 1`,
+		`fencegate_requests_total{api="chat",model="sim-model",outcome="completed"} 1`,
 		`fencegate_attempts_total{end="` + wantFailure + `",model="sim-model",replica="sim-1"} 1`,
 		`fencegate_attempts_total{end="completed",model="sim-model",replica="sim-2"} 1`,
 	} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,7 +35,7 @@ type metrics struct {
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_requests_total",
-		Help: "Logical requests by how they ended (completed, interrupted, failed, cancelled)."}, []string{"model", "outcome"})
+		Help: "Logical requests by API (chat, completions, messages, responses, embeddings) and how they ended (completed, interrupted, failed, cancelled)."}, []string{"model", "api", "outcome"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_attempts_total",
 		Help: "Attempts by replica and how they ended (completed, dead, uncertain, overloaded, rejected, cancelled)."}, []string{"model", "replica", "end"})
 	m.reruns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_reruns_total",
@@ -151,8 +152,8 @@ func (m *metrics) AttemptEnded(model, replica, end string) {
 	m.attempts.WithLabelValues(model, replica, end).Inc()
 }
 
-// RequestEnded counts a request by outcome, and the output tokens it delivered.
-func (m *metrics) RequestEnded(model string, o failover.Outcome, delivered int) {
-	m.requests.WithLabelValues(model, o.String()).Inc()
+// RequestEnded counts a request by API and outcome, and the output tokens it delivered.
+func (m *metrics) RequestEnded(model string, api openai.Endpoint, o failover.Outcome, delivered int) {
+	m.requests.WithLabelValues(model, api.String(), o.String()).Inc()
 	m.delivered.WithLabelValues(model).Add(float64(delivered))
 }

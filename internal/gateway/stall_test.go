@@ -136,7 +136,7 @@ func TestStalledClientIsCutOffAndHarmsNoOne(t *testing.T) {
 	if rec.Outcome != "client_stalled" || len(rec.Attempts) != 1 || rec.Attempts[0].EndReason != "client_stalled" || !rec.Attempts[0].CancelSent {
 		t.Fatalf("journal %+v", rec)
 	}
-	if m := e.metrics(); !strings.Contains(m, `fencegate_requests_total{model="endless",outcome="client_stalled"} 1`) {
+	if m := e.metrics(); !strings.Contains(m, `fencegate_requests_total{api="chat",model="endless",outcome="client_stalled"} 1`) {
 		t.Fatalf("metrics lack the stalled request:\n%s", m)
 	}
 	// A retry with the same key: the request was let go, as if its client had left.

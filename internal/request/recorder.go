@@ -136,7 +136,7 @@ func (rn *Run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	}
 	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
 		DeliveredOutputTokens: int64(delivered)}
-	rn.srv.Metrics().RequestEnded(rc.model, o, delivered)
+	rn.srv.Metrics().RequestEnded(rc.model, rn.p.Req.Endpoint, o, delivered)
 	if e != nil {
 		u.Error = e.AppendJSON(nil)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
 	"go.opentelemetry.io/otel/trace"
@@ -69,7 +70,7 @@ type Metrics interface {
 	// completed or cancelled).
 	AttemptEnded(model, replica, end string)
 	// RequestEnded counts a request by outcome, and the output tokens it delivered.
-	RequestEnded(model string, o failover.Outcome, delivered int)
+	RequestEnded(model string, api openai.Endpoint, o failover.Outcome, delivered int)
 }
 
 // Pool is what a request asks of its model's pool. The gateway's pool implements it behind
