@@ -1,19 +1,18 @@
 package gateway_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/faultproxy"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/store/pgtest"
+	"github.com/fencegate/fencegate/internal/store/storetest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
@@ -22,42 +21,6 @@ import (
 // The tests here start a gateway whose PostgreSQL store refuses the connection: a
 // faultproxy in front of the test server, refusing, then passing. Every retry of the store
 // waits on a gate the test opens, so nothing depends on time.
-
-// storeGate is a store.DeferredOptions.Wait that hands each wait to the test and returns
-// when the test opens it.
-type storeGate struct {
-	delays  chan time.Duration
-	release chan struct{}
-}
-
-func newStoreGate() *storeGate {
-	return &storeGate{delays: make(chan time.Duration), release: make(chan struct{})}
-}
-
-func (g *storeGate) wait(ctx context.Context, d time.Duration) error {
-	select {
-	case g.delays <- d:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-g.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (g *storeGate) next(t *testing.T) time.Duration {
-	t.Helper()
-	select {
-	case d := <-g.delays:
-		return d
-	case <-testCtx(t).Done():
-		t.Fatal("the store was not tried again")
-		return 0
-	}
-}
 
 // refusedStore is a fresh PostgreSQL schema behind a proxy that refuses connections until
 // the test lets them through, and its DSN through the proxy.
@@ -106,13 +69,13 @@ func storeUnavailable(t *testing.T, what string, a answer) {
 // open; see TestNoKeysWhileTheStoreIsAway.)
 func TestStartsWithoutTheStore(t *testing.T) {
 	proxy, dsn := refusedStore(t)
-	gate := newStoreGate()
+	gate := storetest.NewRetryGate()
 	noStoreKeys := false
-	e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.wait}, config: func(c *config.Config) {
+	e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.Wait}, config: func(c *config.Config) {
 		c.Store = dsn
 		c.Auth.StoreKeys = &noStoreKeys
 	}})
-	if d := gate.next(t); d < store.DefaultRetryBase/2 || d > store.DefaultRetryBase {
+	if d := gate.Next(t); d < store.DefaultRetryBase/2 || d > store.DefaultRetryBase {
 		t.Errorf("first retry after %v, want within [%v, %v]", d, store.DefaultRetryBase/2, store.DefaultRetryBase)
 	}
 
@@ -152,13 +115,13 @@ func TestStartsWithoutTheStore(t *testing.T) {
 	}
 	storeUnavailable(t, "GET /v1/requests/{id}", send(t, "GET", e.srv.URL+"/v1/requests/"+plain.requestID, "", ""))
 
-	gate.release <- struct{}{} // a retry, still refused: the next wait is longer
-	if d := gate.next(t); d < store.DefaultRetryBase || d > 2*store.DefaultRetryBase {
+	gate.Release() // a retry, still refused: the next wait is longer
+	if d := gate.Next(t); d < store.DefaultRetryBase || d > 2*store.DefaultRetryBase {
 		t.Errorf("second retry after %v, want within [%v, %v]", d, store.DefaultRetryBase, 2*store.DefaultRetryBase)
 	}
 
 	proxy.Refuse(false)
-	gate.release <- struct{}{}
+	gate.Release()
 	waitOpened(t, e)
 	ready = send(t, "GET", e.admin.URL+"/readyz", "", "")
 	if !gjson.Get(ready.body, "store.connected").Bool() || gjson.Get(ready.body, "store.last_error").Exists() {
@@ -194,13 +157,13 @@ func TestStoredKeysWhileTheStoreIsAway(t *testing.T) {
 	}
 	createStoreKey(t, direct, store.APIKey{ID: "stored"}, "stored-key-0123456789")
 	direct.Close()
-	gate := newStoreGate()
-	e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.wait}, config: func(c *config.Config) {
+	gate := storetest.NewRetryGate()
+	e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.Wait}, config: func(c *config.Config) {
 		c.Store = dsn
 		c.AdminListen = ""
 		c.Auth.Keys = []config.APIKey{{ID: "configured", Key: "configured-key-0123456789"}}
 	}})
-	gate.next(t)
+	gate.Next(t)
 	chat := chatFor("sim-model", 2)
 	if a := send(t, "POST", e.srv.URL+"/v1/chat/completions", "configured-key-0123456789", chat); a.status != 200 {
 		t.Errorf("a configured key while the store is away: %d %s", a.status, a.body)
@@ -222,7 +185,7 @@ func TestStoredKeysWhileTheStoreIsAway(t *testing.T) {
 	}
 
 	proxy.Refuse(false)
-	gate.release <- struct{}{}
+	gate.Release()
 	waitOpened(t, e)
 	if a := send(t, "POST", e.srv.URL+"/v1/chat/completions", "stored-key-0123456789", chat); a.status != 200 {
 		t.Errorf("a stored key once the store came: %d %s", a.status, a.body)
@@ -239,12 +202,12 @@ func TestNoKeysWhileTheStoreIsAway(t *testing.T) {
 	for _, storeKeys := range []bool{true, false} {
 		t.Run("store_keys="+strconv.FormatBool(storeKeys), func(t *testing.T) {
 			_, dsn := refusedStore(t)
-			gate := newStoreGate()
-			e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.wait}, config: func(c *config.Config) {
+			gate := storetest.NewRetryGate()
+			e := newEnv(t, envOptions{replicas: 1, storeRetry: store.DeferredOptions{Wait: gate.Wait}, config: func(c *config.Config) {
 				c.Store = dsn
 				c.Auth.StoreKeys = &storeKeys
 			}})
-			gate.next(t)
+			gate.Next(t)
 			a := send(t, "POST", e.srv.URL+"/v1/chat/completions", "", chatFor("sim-model", 2))
 			if storeKeys {
 				storeUnavailable(t, "no configured key, the store's keys unread", a)

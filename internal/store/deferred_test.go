@@ -61,43 +61,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
-// retryGate is a DeferredOptions.Wait that hands each wait to the test and returns when
-// the test releases it, so a retry happens exactly when the test says.
-type retryGate struct {
-	delays  chan time.Duration
-	release chan struct{}
-}
-
-func newRetryGate() *retryGate {
-	return &retryGate{delays: make(chan time.Duration), release: make(chan struct{})}
-}
-
-func (g *retryGate) wait(ctx context.Context, d time.Duration) error {
-	select {
-	case g.delays <- d:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-g.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// next returns the delay of the next wait, which has begun.
-func (g *retryGate) next(t *testing.T) time.Duration {
-	t.Helper()
-	select {
-	case d := <-g.delays:
-		return d
-	case <-t.Context().Done():
-		t.Fatal("no retry began")
-		return 0
-	}
-}
-
 // claimOf is the claim of a new keyed request.
 func claimOf(id string) store.Claim {
 	now := time.Now()
@@ -144,15 +107,15 @@ func TestDeferredPostgresComesLater(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	proxy.Refuse(true)
-	gate := newRetryGate()
+	gate := storetest.NewRetryGate()
 	st, err := store.OpenDeferred(t.Context(), throughProxy(t, dsn, proxy.Addr(), "pool_max_conns", "1"),
-		store.DeferredOptions{Wait: gate.wait, Logger: slog.New(slog.DiscardHandler)})
+		store.DeferredOptions{Wait: gate.Wait, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("a refused connection is not an error of OpenDeferred: %v", err)
 	}
 	defer st.Close()
 
-	if d := gate.next(t); d < store.DefaultRetryBase/2 || d > store.DefaultRetryBase {
+	if d := gate.Next(t); d < store.DefaultRetryBase/2 || d > store.DefaultRetryBase {
 		t.Errorf("first retry after %v, want within [%v, %v]", d, store.DefaultRetryBase/2, store.DefaultRetryBase)
 	}
 	s := st.State()
@@ -166,8 +129,8 @@ func TestDeferredPostgresComesLater(t *testing.T) {
 		t.Fatalf("keys while refused: %v", err)
 	}
 
-	gate.release <- struct{}{} // a retry, still refused
-	if d := gate.next(t); d < 2*store.DefaultRetryBase/2 || d > 2*store.DefaultRetryBase {
+	gate.Release() // a retry, still refused
+	if d := gate.Next(t); d < 2*store.DefaultRetryBase/2 || d > 2*store.DefaultRetryBase {
 		t.Errorf("second retry after %v, want within [%v, %v]", d, store.DefaultRetryBase, 2*store.DefaultRetryBase)
 	}
 	if s := st.State(); s.Retries != 2 || s.Opened {
@@ -180,7 +143,7 @@ func TestDeferredPostgresComesLater(t *testing.T) {
 	}
 
 	proxy.Refuse(false)
-	gate.release <- struct{}{}
+	gate.Release()
 	select {
 	case <-st.Ready():
 	case <-t.Context().Done():
@@ -241,13 +204,13 @@ func TestDeferredCloseWhileWaiting(t *testing.T) {
 	}
 	defer proxy.Close()
 	proxy.Refuse(true)
-	gate := newRetryGate()
+	gate := storetest.NewRetryGate()
 	st, err := store.OpenDeferred(t.Context(), "postgres://postgres@"+proxy.Addr()+"/test?sslmode=disable",
-		store.DeferredOptions{Wait: gate.wait, Logger: slog.New(slog.DiscardHandler)})
+		store.DeferredOptions{Wait: gate.Wait, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate.next(t)
+	gate.Next(t)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
