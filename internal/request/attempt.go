@@ -20,8 +20,8 @@ import (
 const SyncWriteTimeout = 5 * time.Second
 
 // Attempt is one try of a request on one replica. Its fields are the owner's, except
-// cancel, stop, completed and reads, which its reader also uses, and box, through which
-// the pool reaches the owner (ReplicaLost).
+// cancel, stop and completed, which its reader also uses, and box, through which the pool
+// reaches the owner (ReplicaLost).
 type Attempt struct {
 	n       int
 	id      string
@@ -33,10 +33,10 @@ type Attempt struct {
 	// the attempt ended with the answer, so its reader drains the connection for reuse.
 	stop      chan struct{}
 	completed atomic.Bool
-	// reads holds a token for each read the reader has made that the owner has not yet
-	// handled and flushed: at most readAhead.
-	reads chan struct{}
-	box   *inbox
+	box       *inbox
+	// resp is the streamed answer whose body the owner reads (inline.go); nil before its
+	// head arrived and once it is closed.
+	resp *upstream.Response
 
 	ended bool
 	rec   store.Attempt
@@ -63,7 +63,7 @@ func (a *Attempt) Replica() string { return a.replica }
 // sends the request and reports the choice to the machine.
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
-	a := &Attempt{n: n, stop: make(chan struct{}), reads: make(chan struct{}, readAhead), box: rn.inbox}
+	a := &Attempt{n: n, stop: make(chan struct{}), box: rn.inbox}
 	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
 	if !ok {
 		var reason failover.EndReason
@@ -151,7 +151,8 @@ func (rn *Run) upstreamRequest(a *Attempt, body engineBody) *upstream.Request {
 }
 
 // endAttempt is the one place an attempt is torn down (the machine's ActEndAttempt): its
-// reader is stopped, its connection closed (cancel) or left to be reused (completed), its
+// reader is stopped and the owner stops reading its stream, its connection is closed
+// (cancel) or left to be drained and reused (completed), its
 // replica slot and lease released, and its end journaled and counted.
 func (rn *Run) endAttempt(act failover.Action, now time.Time) {
 	rn.owner.check()
@@ -166,6 +167,7 @@ func (rn *Run) endAttempt(act failover.Action, now time.Time) {
 		a.completed.Store(true)
 	}
 	close(a.stop)
+	rn.leaveInline(a)
 	info, dispatched := rn.m.Attempt(act.Attempt)
 	rn.pool.Release(a, info, dispatched)
 	rn.rec.attemptEnded(a, act, info, dispatched, now)

@@ -54,6 +54,9 @@ type inbox struct {
 	ready  chan struct{} // one slot: "something was posted"
 	// cw is the request's client writer, whose write deadline a shutdown caps (expire).
 	cw *clientWriter
+	// wake, when set, wakes the owner where it may wait other than on ready: on the
+	// engine's socket (Run.wakeOwner).
+	wake func()
 }
 
 func newInbox(cw *clientWriter) *inbox {
@@ -75,6 +78,9 @@ func (ib *inbox) post(c control) bool {
 	select {
 	case ib.ready <- struct{}{}:
 	default: // already signalled; the owner takes the whole queue
+	}
+	if ib.wake != nil {
+		ib.wake()
 	}
 	return true
 }

@@ -25,11 +25,12 @@ var errBodyTooLarge = errors.New("engine answer larger than 64 MiB")
 type upKind uint8
 
 const (
-	upData   upKind = iota + 1 // bytes of the stream, as one Read returned them
-	upEnd                      // the stream ended: err nil at EOF, else why
-	upFailed                   // the request could not be sent or got no response (err)
-	upStatus                   // the engine answered with a non-200 status (status, header, body)
-	upBody                     // the complete non-streaming answer (body)
+	upData     upKind = iota + 1 // bytes of the stream, as one Read returned them
+	upEnd                        // the stream ended: err nil at EOF, else why
+	upFailed                     // the request could not be sent or got no response (err)
+	upStatus                     // the engine answered with a non-200 status (status, header, body)
+	upBody                       // the complete non-streaming answer (body)
+	upResponse                   // a streamed answer's head was read: the owner reads its body (resp)
 )
 
 // upMsg is one report of an attempt's reader to the request's owner.
@@ -38,22 +39,20 @@ type upMsg struct {
 	kind   upKind
 	buf    *[]byte // upData: a buffer of the read buffers' pool; the owner puts it back
 	n      int
+	resp   *upstream.Response // upResponse
 	body   []byte
 	status int
 	header http.Header
 	err    error
 }
 
-// reader performs one attempt's HTTP exchange in its own goroutine and reports what comes
-// back to the owner. It touches nothing of the request but the attempt's channels (stop,
-// reads), its context, its completed flag and its cancel function, and the owner's channel
-// up. It reads the engine's connection itself (upstream.Client): no other goroutine
-// stands between the socket and the owner.
+// reader sends one attempt's request in its own goroutine and reports what comes back to
+// the owner. It touches nothing of the request but the attempt's stop channel, its
+// context, its completed flag and its cancel function, and the owner's channel up.
 type reader struct {
 	a       *Attempt
 	up      chan<- upMsg
 	client  *upstream.Client
-	bufs    *sync.Pool
 	stream  bool
 	readers *sync.WaitGroup
 }
@@ -62,29 +61,26 @@ type reader struct {
 func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 	rn.owner.check()
 	rn.atts.readers.Add(1)
-	r := reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), bufs: rn.srv.ReadBuffers(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
+	r := reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
 	go r.read(req)
 }
 
-// read performs the attempt's HTTP exchange and reports what comes back, one read at a
-// time. The owner holds at most readAhead reads of an attempt, so a client that reads
-// slowly slows this reader and, through TCP, the engine, instead of making the gateway
-// buffer the answer: what arrives meanwhile waits in the socket and comes in one read, so a
-// busy stream is forwarded in batches, one flush each. While the owner handles one read the
-// reader may make the next, so a stream that comes a token at a time costs two wake-ups per
-// token (the reader's by the engine, the owner's by the reader), not three.
+// read sends the attempt's request and reports what comes back. A streamed answer is
+// handed to the owner as soon as its head is read (upResponse): the owner reads its body
+// itself, in the handler's goroutine, so that no goroutine stands between the engine's
+// socket and the client and an event costs one wake-up, not two (docs/design.md §6). A
+// refusal and a non-streaming answer are read here whole, while the owner goes on
+// answering its other events.
 //
 // The client never sends the request twice (docs/design.md §3): an error of Do is the
 // attempt's failure, with how much of the request was written, and the machine decides.
 func (r reader) read(req *upstream.Request) {
 	defer r.readers.Done()
-	a := r.a
-	resp, err := r.client.Do(a.ctx, req)
+	resp, err := r.client.Do(r.a.ctx, req)
 	if err != nil {
 		r.report(upMsg{kind: upFailed, err: err})
 		return
 	}
-	defer r.closeBody(resp)
 	switch {
 	case resp.Status != http.StatusOK:
 		body, _ := io.ReadAll(io.LimitReader(resp, maxEngineErrorBody))
@@ -96,42 +92,15 @@ func (r reader) read(req *upstream.Request) {
 		}
 		if err != nil {
 			r.report(upMsg{kind: upEnd, err: err})
-			return
+			break
 		}
 		r.report(upMsg{kind: upBody, body: body})
 	default:
-		for {
-			// Room for one more read first: the owner holds at most readAhead of this
-			// attempt's reads. Then the engine: a stream that is waiting for its next token
-			// waits here, holding no buffer.
-			select {
-			case a.reads <- struct{}{}:
-			case <-a.stop:
-				return
-			}
-			resp.Wait()
-			buf := r.bufs.Get().(*[]byte)
-			n, err := resp.Read(*buf)
-			if n > 0 {
-				// The owner returns the buffer to the pool, and the read's room, once it has
-				// decoded it and flushed the client.
-				if !r.report(upMsg{kind: upData, buf: buf, n: n}) {
-					r.bufs.Put(buf)
-					return
-				}
-			} else {
-				r.bufs.Put(buf)
-				<-a.reads
-			}
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				r.report(upMsg{kind: upEnd, err: err})
-				return
-			}
+		if r.report(upMsg{kind: upResponse, resp: resp}) {
+			return // the owner's now
 		}
 	}
+	closeResponse(r.a, resp)
 }
 
 // report hands m to the owner, or drops it once the attempt has ended (the owner no longer
@@ -146,13 +115,13 @@ func (r reader) report(m upMsg) bool {
 	}
 }
 
-// closeBody ends the attempt's response. A completed answer may not be at its end yet (the
-// chunked terminator after [DONE]); reading it, bounded, puts the connection back in the
-// pool for the next request instead of dialling a new one. A response not read to its end
-// closes its connection, which is how the engine learns the request was abandoned; a
-// cancelled attempt's connection was closed already, by its context.
-func (r reader) closeBody(resp *upstream.Response) {
-	a := r.a
+// closeResponse ends attempt a's response, in whichever goroutine holds it. A completed
+// answer may not be at its end yet (the chunked terminator after [DONE]); reading it,
+// bounded, puts the connection back in the pool for the next request instead of dialling
+// a new one. A response not read to its end closes its connection, which is how the
+// engine learns the request was abandoned; a cancelled attempt's connection was closed
+// already, by its context.
+func closeResponse(a *Attempt, resp *upstream.Response) {
 	if a.completed.Load() {
 		stop := time.AfterFunc(maxDrainWait, a.cancel)
 		io.CopyN(io.Discard, resp, maxDrain)

@@ -3,12 +3,14 @@ package request
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/failover"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/sse"
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // Run is one logical request and its owner loop (docs/design.md §6). The handler's
@@ -35,6 +37,13 @@ type Run struct {
 	controls []control
 	timer    *time.Timer
 	armedAt  time.Time // what the timer was last set to (zero: stopped or fired)
+	// wakeAt is armedAt on the real clock (zero: none): the read deadline of a body the
+	// owner reads itself (inline.go). wakeTarget is that body's response, which a post to
+	// the inbox wakes.
+	wakeAt     time.Time
+	wakeTarget atomic.Pointer[upstream.Response]
+	// clientDone is the client's request context's Done (nil once the client left).
+	clientDone <-chan struct{}
 	// pending are the events still to step in the current step: follow-ups that actions
 	// produced (EvDispatched, EvBoundaryRecorded, EvRerunBudget, ...).
 	pending []failover.Event
@@ -74,6 +83,10 @@ type Params struct {
 type attempts struct {
 	cur *Attempt // the attempt the machine last started
 	all []*Attempt
+	// inline is the attempt whose streamed body the owner reads itself (inline.go), nil
+	// when it waits on its channels; poll: its next turn looks at the inbox first.
+	inline *Attempt
+	poll   bool
 	// up carries the readers' reports; readers counts the readers still running.
 	up      chan upMsg
 	readers sync.WaitGroup
@@ -87,13 +100,10 @@ type heldRead struct {
 	buf *[]byte
 }
 
-// upDepth is the number of reports an attempt's reader may have waiting for its owner: a
-// read and the end of the stream that came with it.
+// upDepth is the number of reports the attempts' readers may have waiting for their owner:
+// each reader makes one report, and an ended attempt's reader may still make its own while
+// the next attempt's comes.
 const upDepth = 2
-
-// readAhead is the reads of an attempt the owner may hold at once: while it handles one,
-// the reader waits for the next.
-const readAhead = 2
 
 // New builds the owner of a request and its failover machine. The goroutine that calls it
 // owns the request, and must call Serve.
@@ -109,6 +119,7 @@ func New(srv Server, pool Pool, p Params) *Run {
 		done:  make(chan struct{}),
 	}
 	rn.inbox = newInbox(rn.cw)
+	rn.inbox.wake = rn.wakeOwner
 	if p.Keyed {
 		rn.cw.keep(cfg.Idempotency.MaxReplayBytes)
 	}
@@ -160,7 +171,7 @@ func (rn *Run) Serve() End {
 	rn.timer.Stop()
 	defer rn.teardown()
 	rn.rec.startRequestSpan(rn.p.R, rn.p.Req)
-	clientGone := rn.p.R.Context().Done()
+	rn.clientDone = rn.p.R.Context().Done()
 	if rn.cost.waitCount = rn.countPromptTokens(); !rn.cost.waitCount {
 		rn.step(failover.Event{Kind: failover.EvStart})
 	}
@@ -171,6 +182,10 @@ func (rn *Run) Serve() End {
 			rn.step(rn.clientGone())
 			break
 		}
+		if a := rn.atts.inline; a != nil {
+			rn.readInline(a)
+			continue
+		}
 		select {
 		case msg := <-rn.atts.up:
 			rn.onUpstream(msg)
@@ -180,8 +195,8 @@ func (rn *Run) Serve() End {
 		case <-rn.timer.C:
 			rn.armedAt = time.Time{}
 			rn.step(failover.Event{Kind: failover.EvTick})
-		case <-clientGone:
-			clientGone = nil
+		case <-rn.clientDone:
+			rn.clientDone = nil
 			rn.step(rn.clientGone())
 		}
 	}
@@ -190,16 +205,12 @@ func (rn *Run) Serve() End {
 }
 
 // handBackBuffers returns the buffers of the reads handled since the last flush to the
-// pool, and their room to their readers, which may then read again.
+// pool.
 func (rn *Run) handBackBuffers() {
 	rn.owner.check()
 	bufs := rn.srv.ReadBuffers()
 	for _, h := range rn.atts.handBack {
 		bufs.Put(h.buf)
-		select {
-		case <-h.a.reads:
-		default:
-		}
 	}
 	clear(rn.atts.handBack)
 	rn.atts.handBack = rn.atts.handBack[:0]
@@ -220,8 +231,9 @@ func (rn *Run) drainReady() {
 }
 
 // teardown runs after the terminal action: every attempt has ended (the machine ends each
-// one it dispatched); the readers are waited for, so a completed answer's connection is
-// back in the transport's pool before the client sees the end of its response.
+// one it dispatched); the readers are waited for and the responses closed, so a completed
+// answer's connection is back in the engine client's pool before the client sees the end
+// of its response.
 func (rn *Run) teardown() {
 	rn.owner.check()
 	rn.timer.Stop()
@@ -233,6 +245,7 @@ func (rn *Run) teardown() {
 		}
 	}
 	rn.atts.readers.Wait()
+	rn.closeResponses()
 }
 
 // onControls handles everything posted to the inbox.
@@ -359,5 +372,10 @@ func (rn *Run) rearm() {
 		return
 	}
 	rn.armedAt = d
-	rn.timer.Reset(d.Sub(rn.now()))
+	wait := d.Sub(rn.now())
+	if rn.atts.inline != nil {
+		rn.wakeAt = time.Now().Add(wait)
+		return
+	}
+	rn.timer.Reset(wait)
 }

@@ -20,9 +20,14 @@ func (rn *Run) onUpstream(msg upMsg) {
 		rn.atts.handBack = append(rn.atts.handBack, heldRead{a, msg.buf})
 	}
 	if !rn.live(a) {
+		if msg.kind == upResponse {
+			closeResponse(a, msg.resp)
+		}
 		return
 	}
 	switch msg.kind {
+	case upResponse:
+		rn.enterInline(a, msg.resp)
 	case upData:
 		rn.onData(a, (*msg.buf)[:msg.n])
 	case upEnd:

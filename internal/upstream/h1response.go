@@ -11,8 +11,9 @@ import (
 const maxInterim = 5
 
 // Response is an engine's response: its status and header, and its body, read with Read
-// until io.EOF. Read and Close belong to one goroutine, the one that called Do; another
-// goroutine stops a Read by cancelling the request's context.
+// until io.EOF. Read and Close belong to one goroutine at a time, the one that called Do or
+// one it handed the response to; another goroutine stops a Read by cancelling the
+// request's context, or, once EnableWake was called, interrupts it with Wake.
 type Response struct {
 	Status int
 	Header Header
@@ -32,6 +33,8 @@ type Response struct {
 	err   error // returned by every Read once set
 	// fields backs Header for the few fields engines send, saving an allocation.
 	fields [8]HeaderField
+	// wake lets the body's reader be woken from its wait (h1wake.go).
+	wake wakeState
 }
 
 // readHead reads the response head, skipping 1xx interim responses, and prepares the
@@ -196,6 +199,9 @@ func (r *Response) Read(p []byte) (int, error) {
 			cn.r, cn.w = 0, copy(cn.buf, p[used:m])
 		}
 		if rerr != nil {
+			if n > 0 && r.woke(rerr) {
+				return n, nil // the next Read finds the deadline passed and says so
+			}
 			return n, r.readErr(rerr)
 		}
 		if n > 0 {
@@ -221,6 +227,9 @@ func (r *Response) Wait() {
 // readErr is a failed body read: the end of a body delimited by the connection's close,
 // or an error.
 func (r *Response) readErr(err error) error {
+	if r.woke(err) {
+		return ErrWoken
+	}
 	if errors.Is(err, io.EOF) {
 		if r.body.kind == bodyUntilClose {
 			r.body.done = true
@@ -248,6 +257,7 @@ func (r *Response) Close() error {
 // the pool if both sides allow it, nothing unread is left in its buffer, and the
 // request's context did not end meanwhile (its AfterFunc may have closed it).
 func (r *Response) finish() {
+	r.detachWake()
 	cn := r.cn
 	r.cn = nil
 	aborted := r.stop != nil && !r.stop()
@@ -274,6 +284,7 @@ func (r *Response) fail(op Op, sent Sent, err error) error {
 }
 
 func (r *Response) dropConn() {
+	r.detachWake()
 	if r.stop != nil {
 		r.stop()
 	}

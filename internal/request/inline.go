@@ -1,0 +1,146 @@
+package request
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/upstream"
+)
+
+// The owner reads a streamed answer's body itself (docs/design.md §6): from the moment the
+// attempt's reader hands it the response (upResponse) until the attempt ends, the owner
+// waits on the engine's socket rather than on its channels. A token then costs one
+// wake-up, the owner's, and no goroutine and no read buffer is held by a stream that waits
+// for its next token. Whatever else the owner must answer wakes that wait: a post to the
+// inbox wakes the response (Run.wakeOwner), the machine's deadline is the socket's read
+// deadline, and the client leaving cancels the attempt's context, which closes the
+// connection under the read. Only the live attempt is read this way; there is at most one.
+
+// enterInline takes over the body of attempt a's streamed answer.
+func (rn *Run) enterInline(a *Attempt, resp *upstream.Response) {
+	rn.owner.check()
+	a.resp = resp
+	resp.EnableWake()
+	rn.atts.inline = a
+	rn.wakeTarget.Store(resp)
+	// The deadline is the socket's from now on. What was posted to the inbox before
+	// wakeTarget was set woke nobody: the first turn looks at it (poll).
+	rn.timer.Stop()
+	rn.wakeAt = time.Time{}
+	if !rn.armedAt.IsZero() {
+		rn.wakeAt = time.Now().Add(rn.armedAt.Sub(rn.now()))
+	}
+	rn.atts.poll = true
+}
+
+// leaveInline ends the inline reading of attempt a, when it is the one read: its attempt
+// ended, or its body did. The response stays with a until closeResponses.
+func (rn *Run) leaveInline(a *Attempt) {
+	rn.owner.check()
+	if rn.atts.inline != a || a == nil {
+		return
+	}
+	rn.atts.inline = nil
+	rn.wakeTarget.Store(nil)
+	if !rn.armedAt.IsZero() {
+		rn.timer.Reset(rn.armedAt.Sub(rn.now()))
+	}
+}
+
+// wakeOwner wakes the owner from its wait on the engine, if it waits there. Safe from any
+// goroutine; the inbox calls it after every post.
+func (rn *Run) wakeOwner() {
+	if resp := rn.wakeTarget.Load(); resp != nil {
+		resp.Wake()
+	}
+}
+
+// readInline is one turn of the owner loop while it reads attempt a's body: one read of
+// the engine, handled, or one wake, answered.
+func (rn *Run) readInline(a *Attempt) {
+	rn.owner.check()
+	resp := a.resp
+	// The order matters (upstream.Response.Woken): the deadline, then the wake flag, then
+	// the read.
+	resp.SetWakeAt(rn.wakeAt)
+	if rn.atts.poll || resp.Woken() {
+		rn.atts.poll = false
+		rn.pollOthers()
+		return
+	}
+	// Wait for the engine before taking a buffer: a stream waiting for its next token
+	// holds none.
+	resp.Wait()
+	bufs := rn.srv.ReadBuffers()
+	buf := bufs.Get().(*[]byte)
+	n, err := resp.Read(*buf)
+	if n > 0 {
+		// The buffer goes back to the pool once the client is flushed (handBackBuffers):
+		// the decoder reads the events in place.
+		rn.onUpstream(upMsg{a: a, kind: upData, buf: buf, n: n})
+	} else {
+		bufs.Put(buf)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, upstream.ErrWoken):
+		if resp.Woken() {
+			rn.pollOthers()
+		} else if !rn.armedAt.IsZero() {
+			// The machine's deadline: what the timer does in the select loop.
+			rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
+			rn.step(failover.Event{Kind: failover.EvTick})
+		}
+	default:
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		rn.leaveInline(a)
+		rn.onUpstream(upMsg{a: a, kind: upEnd, err: err})
+	}
+}
+
+// pollOthers answers what woke the owner from its wait on the engine: the inbox, or the
+// client leaving. It never waits.
+func (rn *Run) pollOthers() {
+	rn.owner.check()
+	select {
+	case <-rn.inbox.ready:
+		rn.onControls()
+	default:
+	}
+	if rn.m.Done() {
+		return
+	}
+	select {
+	case <-rn.clientDone:
+		rn.clientDone = nil
+		rn.step(rn.clientGone())
+	default:
+	}
+}
+
+// closeResponses ends the responses the owner took over, once the request has ended: a
+// completed answer's connection is drained and pooled (closeResponse), any other closed.
+// Reports its readers left on the channel are ended the same way.
+func (rn *Run) closeResponses() {
+	rn.owner.check()
+	for _, a := range rn.atts.all {
+		if a.resp != nil {
+			closeResponse(a, a.resp)
+			a.resp = nil
+		}
+	}
+	for {
+		select {
+		case msg := <-rn.atts.up:
+			if msg.kind == upResponse {
+				closeResponse(msg.a, msg.resp)
+			}
+		default:
+			return
+		}
+	}
+}
