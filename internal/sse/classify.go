@@ -67,9 +67,11 @@ func Summarize(data []byte) Summary {
 }
 
 // summarizeFrom is Summarize. With resume > 0, data[:resume] is '{' and whole members that
-// carry nothing looked for, already proved valid (see prefixMemo), and the scan starts after
-// them. With memo, the leading run of such members is remembered there.
-func summarizeFrom(data []byte, resume int, memo *prefixMemo) Summary {
+// carry nothing looked for, already proved valid (see streamMemo), and the scan starts after
+// them. With memo, the scan skips the "choices" member it remembers where it can, and
+// remembers this chunk's; from a scan that starts at the beginning (resume 0), it also
+// remembers the leading run of members that carry nothing.
+func summarizeFrom(data []byte, resume int, memo *streamMemo) Summary {
 	if resume == 0 {
 		if string(data) == "[DONE]" {
 			return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
@@ -84,12 +86,16 @@ func summarizeFrom(data []byte, resume int, memo *prefixMemo) Summary {
 	s := scanner{data: data}
 	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
 	plainEnd := 0
+	var choices *choicesMemo
+	if memo != nil {
+		choices = &memo.choices
+	}
 	if resume > 0 {
 		s.pos = resume
-		s.topObject(&sum, false)
+		s.topObject(&sum, false, choices)
 	} else if s.peek() == '{' {
 		s.pos++
-		plainEnd = s.topObject(&sum, true)
+		plainEnd = s.topObject(&sum, true, choices)
 	} else {
 		// Valid JSON that is not an object carries nothing we look for.
 		s.skip(0)
@@ -97,7 +103,7 @@ func summarizeFrom(data []byte, resume int, memo *prefixMemo) Summary {
 	if s.bad || s.skipSpace() {
 		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
 	}
-	if memo != nil {
+	if memo != nil && resume == 0 {
 		memo.remember(data, plainEnd)
 	}
 	if sum.Class&Error != 0 {
@@ -127,12 +133,18 @@ func ClassifyCount(data []byte) (Class, int) {
 }
 
 // topObject scans the members of the chunk object (its '{' consumed), from the first one
-// when first is true, else from the ',' or '}' after a member. It returns the end of the
-// leading members that carried nothing it looks for (see prefixMemo), 0 when there are
-// none.
-func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
+// when first is true, else from the ',' or '}' after a member; the members before (if any)
+// carried nothing it looks for. It returns the end of the leading members that carried
+// nothing it looks for (see streamMemo), 0 when there are none, or when there are none in
+// this scan beside the ones before it. With memo, it skips the "choices" member memo
+// remembers, should it come first in this scan (see choicesMemo), or else remembers the
+// chunk's "choices" member there when it comes right after the leading run.
+func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainEnd int) {
 	var buf [24]byte
-	plain := first // still in the leading run of members that carry nothing
+	plain := true // still in the leading run of members that carry nothing: *sum is as it was
+	if memo != nil && memo.skip(s, sum, first) {
+		plain, first = false, false
+	}
 	for ; ; first = false {
 		prev := s.pos // just past the previous member's value, or the '{'
 		if plain && !first {
@@ -144,8 +156,13 @@ func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 		}
 		switch string(s.name(raw, &buf)) {
 		case "choices":
+			learn := plain && memo != nil
 			plain = false
+			s.outputs = 0
 			s.choices(sum)
+			if learn && !s.bad {
+				memo.learn(s.data, prev, s.pos, first, s, *sum)
+			}
 		case "usage":
 			plain = false
 			key := s.keyStart(raw)
@@ -284,7 +301,7 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 			output = output || o
 			tools = tools || t
 		case "text":
-			if s.nonEmptyString(3) {
+			if s.outputString(3) {
 				output = true
 			}
 		case "finish_reason":
@@ -393,7 +410,7 @@ func (s *scanner) delta() (output, tools bool) {
 		}
 		switch string(s.name(raw, &buf)) {
 		case "content", "reasoning_content", "reasoning":
-			if s.nonEmptyString(4) {
+			if s.outputString(4) {
 				output = true
 			}
 		case "tool_calls":

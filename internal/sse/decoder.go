@@ -59,7 +59,7 @@ type Decoder struct {
 	// buffer: an LF at the start of the next event is dropped (see Decoder).
 	dropLF bool
 
-	memo    prefixMemo // what the stream's chunks repeat (Completions only)
+	memo    streamMemo // what the stream's chunks repeat (Completions only)
 	scratch []byte     // joined multi-line data; reset on Append
 	limit   int        // 0 means MaxEventSize; tests lower it
 	err     error
@@ -187,7 +187,7 @@ func (d *Decoder) Err() error { return d.err }
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
 	*d = Decoder{Protocol: d.Protocol, FramesOnly: d.FramesOnly, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
-		memo: prefixMemo{prefix: d.memo.prefix[:0]}}
+		memo: streamMemo{prefix: d.memo.prefix[:0], choices: choicesMemo{member: d.memo.choices.member[:0]}}}
 }
 
 func (d *Decoder) maxSize() int {

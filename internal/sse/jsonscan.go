@@ -21,6 +21,11 @@ type scanner struct {
 	// escaped is true when the last string scanned had a backslash escape,
 	// so its raw bytes differ from its value.
 	escaped bool
+	// outputs counts the output strings read by outputString since it was last set to 0,
+	// and outputAt and outputEnd delimit the last one: its opening quote, and the byte
+	// after its closing one (see choicesMemo).
+	outputs             int
+	outputAt, outputEnd int
 }
 
 func (s *scanner) fail() bool {
@@ -439,6 +444,20 @@ func (s *scanner) nonEmptyString(depth int) bool {
 		return false
 	}
 	raw, ok := s.str()
+	return ok && len(raw) > 0
+}
+
+// outputString is nonEmptyString for a choice's output text, and records where the string
+// lay when the value is one (see scanner.outputs).
+func (s *scanner) outputString(depth int) bool {
+	if s.peek() != '"' {
+		s.skip(depth)
+		return false
+	}
+	start := s.pos
+	raw, ok := s.str()
+	s.outputs++
+	s.outputAt, s.outputEnd = start, s.pos
 	return ok && len(raw) > 0
 }
 

@@ -47,7 +47,7 @@ func FuzzPrefixMemo(f *testing.F) {
 	f.Add([]byte(`{"id":"x","object":"error"}`), []byte(`{"id":"x","object":"error"}`))
 	f.Add([]byte(`{ "id" : "x" , "choices":[]}`), []byte(`{ "id" : "x" , "usage":{}}`))
 	f.Fuzz(func(t *testing.T, first, second []byte) {
-		var m prefixMemo
+		var m streamMemo
 		if got, want := m.summarize(first), Summarize(first); got != want {
 			t.Fatalf("first %q: memo %+v, alone %+v", first, got, want)
 		}
@@ -63,7 +63,7 @@ func FuzzPrefixMemo(f *testing.F) {
 // The memo remembers the members every chunk of a vLLM stream repeats, and resumes after
 // them: the prefix ends where "choices" begins.
 func TestPrefixMemoRemembersTheRepeatedMembers(t *testing.T) {
-	var m prefixMemo
+	var m streamMemo
 	m.summarize([]byte(vllmContent))
 	want := vllmContent[:bytes.Index([]byte(vllmContent), []byte(`,"choices"`))]
 	if string(m.prefix) != want {
