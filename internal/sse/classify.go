@@ -150,6 +150,10 @@ func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainE
 		if plain && !first {
 			plainEnd = prev
 		}
+		if !first && s.usageMember(sum) {
+			plain = false
+			continue
+		}
 		raw, ok := s.nextKey(first)
 		if !ok {
 			return plainEnd
@@ -314,89 +318,6 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 			s.skip(3)
 		}
 	}
-}
-
-// indexThenDelta reads, at the start of a choice object, the opening every streamed chat
-// chunk of vLLM and SGLang has: "index":N,"delta":{ with N a plain non-negative integer.
-// When the bytes are exactly that, it moves past them (into the delta object, its '{'
-// consumed) and returns N, as choice's members "index" and "delta" would have; otherwise it
-// moves nothing, and choice reads them one by one.
-func (s *scanner) indexThenDelta() (int64, bool) {
-	i, ok := literalAt(s.data, s.pos, `"index":`)
-	if !ok {
-		return 0, false
-	}
-	n, i, ok := plainInt(s.data, i)
-	if !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"delta":{`); !ok {
-		return 0, false
-	}
-	s.pos = i
-	return n, true
-}
-
-// choiceClosing is how vLLM closes a streamed chat choice that has not finished: no
-// logprobs, no finish reason, the end of the choice object.
-const choiceClosing = `,"logprobs":null,"finish_reason":null}`
-
-// usageCounts reads the body of a usage object (its '{' consumed) when it is exactly
-// vLLM's and SGLang's: "prompt_tokens":N,"total_tokens":N,"completion_tokens":N} with plain
-// integers, moving past its '}' and returning completion_tokens as usage would; otherwise
-// it moves nothing.
-func (s *scanner) usageCounts() (int, bool) {
-	i, ok := literalAt(s.data, s.pos, `"prompt_tokens":`)
-	if !ok {
-		return 0, false
-	}
-	if _, i, ok = plainInt(s.data, i); !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"total_tokens":`); !ok {
-		return 0, false
-	}
-	if _, i, ok = plainInt(s.data, i); !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"completion_tokens":`); !ok {
-		return 0, false
-	}
-	n, i, ok := plainInt(s.data, i)
-	if !ok || i >= len(s.data) || s.data[i] != '}' {
-		return 0, false
-	}
-	s.pos = i + 1
-	return int(n), true // at most 15 digits: never above maxCount
-}
-
-// literalAt reports whether data holds lit at i, and the offset after it.
-func literalAt(data []byte, i int, lit string) (int, bool) {
-	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// plainInt reads at i a JSON number that is a plain non-negative integer of at most 15
-// digits (so never above maxCount) (no leading zero, no fraction, no exponent), its value and the offset after it.
-// Anything else (including what JSON would refuse) is not read: false.
-func plainInt(data []byte, i int) (n int64, end int, ok bool) {
-	start := i
-	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
-		if i-start == 15 {
-			return 0, start, false
-		}
-		n = n*10 + int64(data[i]-'0')
-		i++
-	}
-	if i == start || (data[start] == '0' && i-start > 1) {
-		return 0, start, false
-	}
-	if i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E') {
-		return 0, start, false
-	}
-	return n, i, true
 }
 
 // delta scans a delta (stream) or message (non-stream) object, its '{'
