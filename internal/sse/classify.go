@@ -63,53 +63,64 @@ const maxCount = min(1<<53, math.MaxInt)
 // just Class Malformed with CompletionTokens -1; a payload that is not an
 // object ([DONE] included) has no choices and no usage either.
 func Summarize(data []byte) Summary {
-	return summarizeFrom(data, 0, nil)
+	var sum Summary
+	summarizeFrom(&sum, data, 0, nil)
+	return sum
 }
 
-// summarizeFrom is Summarize. With resume > 0, data[:resume] is '{' and whole members that
-// carry nothing looked for, already proved valid (see streamMemo), and the scan starts after
-// them. With memo, the scan skips the "choices" member it remembers where it can, and
+// summarizeFrom is Summarize, into *sum (a Summary is ten words: one copy fewer per event
+// than returning it), and reports whether the JSON was valid without a CR between its
+// tokens: then data holds no CR outside what memo skipped (see streamMemo.summarizeLine).
+// With resume > 0, data[:resume] is '{' and whole members that carry nothing looked for,
+// already proved valid (see streamMemo), and the scan starts after them. With memo, the
+// scan skips the "choices" member and the trailing members it remembers where it can, and
 // remembers this chunk's; from a scan that starts at the beginning (resume 0), it also
 // remembers the leading run of members that carry nothing.
-func summarizeFrom(data []byte, resume int, memo *streamMemo) Summary {
+func summarizeFrom(sum *Summary, data []byte, resume int, memo *streamMemo) (noCR bool) {
 	if resume == 0 {
 		if string(data) == "[DONE]" {
-			return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			*sum = Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			return true
 		}
 		if string(bytes.TrimSpace(data)) == "null" {
 			// llama.cpp's server sends "data: null" between the choices of one prompt and
 			// the next: no chunk at all, and the official Node SDK fails on it. It carries
 			// no more than a comment, and is dropped as one.
-			return Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			*sum = Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			return false
 		}
 	}
 	s := scanner{data: data}
-	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
+	*sum = Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
 	plainEnd := 0
-	var choices *choicesMemo
-	if memo != nil {
-		choices = &memo.choices
-	}
 	if resume > 0 {
 		s.pos = resume
-		s.topObject(&sum, false, choices)
+		s.topObject(sum, false, memo)
 	} else if s.peek() == '{' {
 		s.pos++
-		plainEnd = s.topObject(&sum, true, choices)
+		plainEnd = s.topObject(sum, true, memo)
 	} else {
 		// Valid JSON that is not an object carries nothing we look for.
 		s.skip(0)
 	}
 	if s.bad || s.skipSpace() {
-		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		*sum = Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		return false
 	}
-	if memo != nil && resume == 0 {
-		memo.remember(data, plainEnd)
+	if memo != nil {
+		if resume == 0 {
+			memo.remember(data, plainEnd)
+		}
+		// The object's end alone, which the scan reads at once, is not worth a comparison;
+		// what the memo holds stays (a memo is never wrong, only useless).
+		if s.tailFrom > 0 && len(data)-s.tailFrom > 2 {
+			memo.tail.learn(data[s.tailFrom:])
+		}
 	}
 	if sum.Class&Error != 0 {
 		sum.Class &^= NullError // an error it is; nothing to strip
 	}
-	return sum
+	return !s.sawCR
 }
 
 // Classify reports what a data payload carries: Summarize(data).Class. See the
@@ -138,20 +149,27 @@ func ClassifyCount(data []byte) (Class, int) {
 // nothing it looks for (see streamMemo), 0 when there are none, or when there are none in
 // this scan beside the ones before it. With memo, it skips the "choices" member memo
 // remembers, should it come first in this scan (see choicesMemo), or else remembers the
-// chunk's "choices" member there when it comes right after the leading run.
-func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainEnd int) {
+// chunk's "choices" member there when it comes right after the leading run; and it skips
+// the trailing members memo remembers (see tailMemo), or else sets s.tailFrom for the
+// caller to remember them.
+func (s *scanner) topObject(sum *Summary, first bool, memo *streamMemo) (plainEnd int) {
 	var buf [24]byte
 	plain := true // still in the leading run of members that carry nothing: *sum is as it was
-	if memo != nil && memo.skip(s, sum, first) {
+	if memo != nil && memo.choices.skip(s, sum, first) {
 		plain, first = false, false
+		s.tailFrom = s.pos
 	}
 	for ; ; first = false {
 		prev := s.pos // just past the previous member's value, or the '{'
 		if plain && !first {
 			plainEnd = prev
+		} else if !plain && memo != nil && memo.tail.skip(s) {
+			s.tailFrom = 0 // nothing new to remember
+			return plainEnd
 		}
 		if !first && s.usageMember(sum) {
 			plain = false
+			s.tailFrom = s.pos
 			continue
 		}
 		raw, ok := s.nextKey(first)
@@ -165,8 +183,9 @@ func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainE
 			s.outputs = 0
 			s.choices(sum)
 			if learn && !s.bad {
-				memo.learn(s.data, prev, s.pos, first, s, *sum)
+				memo.choices.learn(s.data, prev, s.pos, first, s, *sum)
 			}
+			s.tailFrom = s.pos
 		case "usage":
 			plain = false
 			key := s.keyStart(raw)
@@ -184,6 +203,7 @@ func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainE
 				s.skip(1)
 			}
 			sum.UsageStart, sum.UsageEnd = memberSpan(s.data, first, prev, key, s.pos)
+			s.tailFrom = s.pos
 		case "error":
 			plain = false
 			if s.notNull(1) {
@@ -191,12 +211,14 @@ func (s *scanner) topObject(sum *Summary, first bool, memo *choicesMemo) (plainE
 			} else if !s.bad {
 				sum.Class |= NullError
 			}
+			s.tailFrom = s.pos
 		case "object":
 			if s.peek() == '"' {
 				v, ok := s.str()
 				if ok && string(s.name(v, &buf)) == "error" {
 					plain = false
 					sum.Class |= Error
+					s.tailFrom = s.pos
 				}
 			} else {
 				s.skip(1)

@@ -26,6 +26,12 @@ type scanner struct {
 	// after its closing one (see choicesMemo).
 	outputs             int
 	outputAt, outputEnd int
+	// sawCR is set when skipSpace moves past a CR: the only place a valid text has one.
+	sawCR bool
+	// tailFrom is, in a chunk object, the end of the last member that carried something
+	// looked for: the members after it carry nothing (see tailMemo). 0 when there is none,
+	// or when what follows it was remembered already.
+	tailFrom int
 }
 
 func (s *scanner) fail() bool {
@@ -37,7 +43,10 @@ func (s *scanner) fail() bool {
 func (s *scanner) skipSpace() bool {
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\n':
+			s.pos++
+		case '\r':
+			s.sawCR = true
 			s.pos++
 		default:
 			return true

@@ -80,7 +80,7 @@ func FuzzPrefixMemo(f *testing.F) {
 		var m streamMemo
 		for i, data := range [][]byte{first, second, third} {
 			before := fmt.Sprintf("prefix %q, choices %q (split %d, first %v)", m.prefix, m.choices.member, m.choices.split, m.choices.first)
-			if got, want := m.summarize(data), Summarize(data); got != want {
+			if got, want := m.summary(data), Summarize(data); got != want {
 				t.Fatalf("chunk %d %q, memo before it: %s\nmemo  %+v\nalone %+v", i, data, before, got, want)
 			}
 			if len(m.prefix) > maxMemoPrefix || len(m.choices.member) > maxMemoPrefix {
@@ -94,22 +94,29 @@ func FuzzPrefixMemo(f *testing.F) {
 // them: the prefix ends where "choices" begins.
 func TestPrefixMemoRemembersTheRepeatedMembers(t *testing.T) {
 	var m streamMemo
-	m.summarize([]byte(vllmContent))
+	m.summary([]byte(vllmContent))
 	want := vllmContent[:bytes.Index([]byte(vllmContent), []byte(`,"choices"`))]
 	if string(m.prefix) != want {
 		t.Fatalf("prefix %q, want %q", m.prefix, want)
 	}
 	// A chunk of another stream (another id) is scanned whole, and replaces the memo.
 	other := bytes.Replace([]byte(vllmContent), []byte("chatcmpl-7f3a"), []byte("chatcmpl-8e2b"), 1)
-	if got, want := m.summarize(other), Summarize(other); got != want {
+	if got, want := m.summary(other), Summarize(other); got != want {
 		t.Fatalf("other stream: %+v, want %+v", got, want)
 	}
 	if !bytes.Contains(m.prefix, []byte("chatcmpl-8e2b")) {
 		t.Fatalf("prefix %q not replaced by the other stream's", m.prefix)
 	}
 	// An error chunk's leading "object":"error" is never part of a prefix.
-	m.summarize([]byte(`{"object":"error","message":"x"}`))
+	m.summary([]byte(`{"object":"error","message":"x"}`))
 	if len(m.prefix) != 0 {
 		t.Fatalf("prefix %q kept from an error chunk", m.prefix)
 	}
+}
+
+// summary is what the memo's summarize gives.
+func (m *streamMemo) summary(data []byte) Summary {
+	var sum Summary
+	m.summarize(&sum, data)
+	return sum
 }
