@@ -2,6 +2,8 @@ package sse
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -102,4 +104,48 @@ func BenchmarkDecodeUsageStream(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*200), "ns/event")
+}
+
+// BenchmarkDecodeClassifyEngines decodes a 200-token stream as each engine writes it, the
+// text changing from chunk to chunk as it does (and vLLM's continuous usage counting up),
+// in reads of 4 KiB: what the memo of a stream's repeated bytes meets in service.
+func BenchmarkDecodeClassifyEngines(b *testing.B) {
+	words := []string{" The", " capital", " of", " France", " is", " Paris", ".", "\\n", " It", " has", " \\\"", "é"}
+	for _, engine := range []struct{ name, chunk, text string }{
+		{"vllm", vllmContent, `" Paris"`},
+		{"vllm-usage", vllmContentUsage, `" Paris"`},
+		{"sglang", sglangContent, `"Hi"`},
+		{"llamacpp", llamaContent, `"Bonjour"`},
+	} {
+		b.Run(engine.name, func(b *testing.B) {
+			var stream []byte
+			for i := range 200 {
+				chunk := strings.Replace(engine.chunk, engine.text, `"`+words[i%len(words)]+`"`, 1)
+				chunk = strings.Replace(chunk, `"total_tokens":9,"completion_tokens":4`,
+					fmt.Sprintf(`"total_tokens":%d,"completion_tokens":%d`, 5+i+1, i+1), 1)
+				stream = AppendData(stream, []byte(chunk))
+			}
+			var d Decoder
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			outputs := 0
+			for b.Loop() {
+				d.Reset()
+				for i := 0; i < len(stream); i += 4096 {
+					d.Append(stream[i:min(i+4096, len(stream))])
+					for {
+						e, ok := d.Next()
+						if !ok {
+							break
+						}
+						outputs += e.Outputs
+					}
+				}
+			}
+			if outputs != 200*b.N {
+				b.Fatalf("saw %d outputs, want %d", outputs, 200*b.N)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*200), "ns/event")
+		})
+	}
 }

@@ -63,47 +63,64 @@ const maxCount = min(1<<53, math.MaxInt)
 // just Class Malformed with CompletionTokens -1; a payload that is not an
 // object ([DONE] included) has no choices and no usage either.
 func Summarize(data []byte) Summary {
-	return summarizeFrom(data, 0, nil)
+	var sum Summary
+	summarizeFrom(&sum, data, 0, nil)
+	return sum
 }
 
-// summarizeFrom is Summarize. With resume > 0, data[:resume] is '{' and whole members that
-// carry nothing looked for, already proved valid (see prefixMemo), and the scan starts after
-// them. With memo, the leading run of such members is remembered there.
-func summarizeFrom(data []byte, resume int, memo *prefixMemo) Summary {
+// summarizeFrom is Summarize, into *sum (a Summary is ten words: one copy fewer per event
+// than returning it), and reports whether the JSON was valid without a CR between its
+// tokens: then data holds no CR outside what memo skipped (see streamMemo.summarizeLine).
+// With resume > 0, data[:resume] is '{' and whole members that carry nothing looked for,
+// already proved valid (see streamMemo), and the scan starts after them. With memo, the
+// scan skips the "choices" member and the trailing members it remembers where it can, and
+// remembers this chunk's; from a scan that starts at the beginning (resume 0), it also
+// remembers the leading run of members that carry nothing.
+func summarizeFrom(sum *Summary, data []byte, resume int, memo *streamMemo) (noCR bool) {
 	if resume == 0 {
 		if string(data) == "[DONE]" {
-			return Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			*sum = Summary{Class: Done, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			return true
 		}
 		if string(bytes.TrimSpace(data)) == "null" {
 			// llama.cpp's server sends "data: null" between the choices of one prompt and
 			// the next: no chunk at all, and the official Node SDK fails on it. It carries
 			// no more than a comment, and is dropped as one.
-			return Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			*sum = Summary{Class: Comment, CompletionTokens: -1, Choice: -1, Sequence: -1}
+			return false
 		}
 	}
 	s := scanner{data: data}
-	sum := Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
+	*sum = Summary{CompletionTokens: -1, Choice: -1, Sequence: -1}
 	plainEnd := 0
 	if resume > 0 {
 		s.pos = resume
-		s.topObject(&sum, false)
+		s.topObject(sum, false, memo)
 	} else if s.peek() == '{' {
 		s.pos++
-		plainEnd = s.topObject(&sum, true)
+		plainEnd = s.topObject(sum, true, memo)
 	} else {
 		// Valid JSON that is not an object carries nothing we look for.
 		s.skip(0)
 	}
 	if s.bad || s.skipSpace() {
-		return Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		*sum = Summary{Class: Malformed, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		return false
 	}
 	if memo != nil {
-		memo.remember(data, plainEnd)
+		if resume == 0 {
+			memo.remember(data, plainEnd)
+		}
+		// The object's end alone, which the scan reads at once, is not worth a comparison;
+		// what the memo holds stays (a memo is never wrong, only useless).
+		if s.tailFrom > 0 && len(data)-s.tailFrom > 2 {
+			memo.tail.learn(data[s.tailFrom:])
+		}
 	}
 	if sum.Class&Error != 0 {
 		sum.Class &^= NullError // an error it is; nothing to strip
 	}
-	return sum
+	return !s.sawCR
 }
 
 // Classify reports what a data payload carries: Summarize(data).Class. See the
@@ -127,16 +144,33 @@ func ClassifyCount(data []byte) (Class, int) {
 }
 
 // topObject scans the members of the chunk object (its '{' consumed), from the first one
-// when first is true, else from the ',' or '}' after a member. It returns the end of the
-// leading members that carried nothing it looks for (see prefixMemo), 0 when there are
-// none.
-func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
+// when first is true, else from the ',' or '}' after a member; the members before (if any)
+// carried nothing it looks for. It returns the end of the leading members that carried
+// nothing it looks for (see streamMemo), 0 when there are none, or when there are none in
+// this scan beside the ones before it. With memo, it skips the "choices" member memo
+// remembers, should it come first in this scan (see choicesMemo), or else remembers the
+// chunk's "choices" member there when it comes right after the leading run; and it skips
+// the trailing members memo remembers (see tailMemo), or else sets s.tailFrom for the
+// caller to remember them.
+func (s *scanner) topObject(sum *Summary, first bool, memo *streamMemo) (plainEnd int) {
 	var buf [24]byte
-	plain := first // still in the leading run of members that carry nothing
+	plain := true // still in the leading run of members that carry nothing: *sum is as it was
+	if memo != nil && memo.choices.skip(s, sum, first) {
+		plain, first = false, false
+		s.tailFrom = s.pos
+	}
 	for ; ; first = false {
 		prev := s.pos // just past the previous member's value, or the '{'
 		if plain && !first {
 			plainEnd = prev
+		} else if !plain && memo != nil && memo.tail.skip(s) {
+			s.tailFrom = 0 // nothing new to remember
+			return plainEnd
+		}
+		if !first && s.usageMember(sum) {
+			plain = false
+			s.tailFrom = s.pos
+			continue
 		}
 		raw, ok := s.nextKey(first)
 		if !ok {
@@ -144,8 +178,14 @@ func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 		}
 		switch string(s.name(raw, &buf)) {
 		case "choices":
+			learn := plain && memo != nil
 			plain = false
+			s.outputs = 0
 			s.choices(sum)
+			if learn && !s.bad {
+				memo.choices.learn(s.data, prev, s.pos, first, s, *sum)
+			}
+			s.tailFrom = s.pos
 		case "usage":
 			plain = false
 			key := s.keyStart(raw)
@@ -163,6 +203,7 @@ func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 				s.skip(1)
 			}
 			sum.UsageStart, sum.UsageEnd = memberSpan(s.data, first, prev, key, s.pos)
+			s.tailFrom = s.pos
 		case "error":
 			plain = false
 			if s.notNull(1) {
@@ -170,12 +211,14 @@ func (s *scanner) topObject(sum *Summary, first bool) (plainEnd int) {
 			} else if !s.bad {
 				sum.Class |= NullError
 			}
+			s.tailFrom = s.pos
 		case "object":
 			if s.peek() == '"' {
 				v, ok := s.str()
 				if ok && string(s.name(v, &buf)) == "error" {
 					plain = false
 					sum.Class |= Error
+					s.tailFrom = s.pos
 				}
 			} else {
 				s.skip(1)
@@ -284,7 +327,7 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 			output = output || o
 			tools = tools || t
 		case "text":
-			if s.nonEmptyString(3) {
+			if s.outputString(3) {
 				output = true
 			}
 		case "finish_reason":
@@ -299,89 +342,6 @@ func (s *scanner) choice() (output, finish, tools bool, index int64) {
 	}
 }
 
-// indexThenDelta reads, at the start of a choice object, the opening every streamed chat
-// chunk of vLLM and SGLang has: "index":N,"delta":{ with N a plain non-negative integer.
-// When the bytes are exactly that, it moves past them (into the delta object, its '{'
-// consumed) and returns N, as choice's members "index" and "delta" would have; otherwise it
-// moves nothing, and choice reads them one by one.
-func (s *scanner) indexThenDelta() (int64, bool) {
-	i, ok := literalAt(s.data, s.pos, `"index":`)
-	if !ok {
-		return 0, false
-	}
-	n, i, ok := plainInt(s.data, i)
-	if !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"delta":{`); !ok {
-		return 0, false
-	}
-	s.pos = i
-	return n, true
-}
-
-// choiceClosing is how vLLM closes a streamed chat choice that has not finished: no
-// logprobs, no finish reason, the end of the choice object.
-const choiceClosing = `,"logprobs":null,"finish_reason":null}`
-
-// usageCounts reads the body of a usage object (its '{' consumed) when it is exactly
-// vLLM's and SGLang's: "prompt_tokens":N,"total_tokens":N,"completion_tokens":N} with plain
-// integers, moving past its '}' and returning completion_tokens as usage would; otherwise
-// it moves nothing.
-func (s *scanner) usageCounts() (int, bool) {
-	i, ok := literalAt(s.data, s.pos, `"prompt_tokens":`)
-	if !ok {
-		return 0, false
-	}
-	if _, i, ok = plainInt(s.data, i); !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"total_tokens":`); !ok {
-		return 0, false
-	}
-	if _, i, ok = plainInt(s.data, i); !ok {
-		return 0, false
-	}
-	if i, ok = literalAt(s.data, i, `,"completion_tokens":`); !ok {
-		return 0, false
-	}
-	n, i, ok := plainInt(s.data, i)
-	if !ok || i >= len(s.data) || s.data[i] != '}' {
-		return 0, false
-	}
-	s.pos = i + 1
-	return int(n), true // at most 15 digits: never above maxCount
-}
-
-// literalAt reports whether data holds lit at i, and the offset after it.
-func literalAt(data []byte, i int, lit string) (int, bool) {
-	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// plainInt reads at i a JSON number that is a plain non-negative integer of at most 15
-// digits (so never above maxCount) (no leading zero, no fraction, no exponent), its value and the offset after it.
-// Anything else (including what JSON would refuse) is not read: false.
-func plainInt(data []byte, i int) (n int64, end int, ok bool) {
-	start := i
-	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
-		if i-start == 15 {
-			return 0, start, false
-		}
-		n = n*10 + int64(data[i]-'0')
-		i++
-	}
-	if i == start || (data[start] == '0' && i-start > 1) {
-		return 0, start, false
-	}
-	if i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E') {
-		return 0, start, false
-	}
-	return n, i, true
-}
-
 // delta scans a delta (stream) or message (non-stream) object, its '{'
 // consumed, at depth 4, and reports whether it carries output and tool calls.
 func (s *scanner) delta() (output, tools bool) {
@@ -393,7 +353,7 @@ func (s *scanner) delta() (output, tools bool) {
 		}
 		switch string(s.name(raw, &buf)) {
 		case "content", "reasoning_content", "reasoning":
-			if s.nonEmptyString(4) {
+			if s.outputString(4) {
 				output = true
 			}
 		case "tool_calls":

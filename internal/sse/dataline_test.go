@@ -2,6 +2,7 @@ package sse
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -33,6 +34,25 @@ func FuzzDecoderDataLine(f *testing.F) {
 		"data: a\ndata: b\n\n", "event: x\ndata: y\n\n", ": keepalive\n\ndata: z\n\n", "\n\ndata: q\n\n",
 	} {
 		f.Add([]byte(s))
+	}
+	// A CR between a chunk's tokens is valid JSON but ends the line: the scan that proves a
+	// line holds none must see it wherever it is, the memo's remembered bytes included.
+	for _, chunk := range []string{vllmContentUsage, vllmContent, sglangContent, llamaContent} {
+		for _, at := range []string{`,"choices"`, `"choices"`, `"delta"`, `"content"`, `,"logprobs"`, `,"usage"`, `"completion_tokens"`, `}]`, `}`} {
+			i := strings.LastIndex(chunk, at)
+			if i < 0 {
+				continue
+			}
+			for _, ws := range []string{"\r", " \r", "\r\n"} {
+				cr := chunk[:i] + ws + chunk[i:]
+				f.Add([]byte("data: " + chunk + "\n\ndata: " + cr + "\n\ndata: " + chunk + "\n\n"))
+				f.Add([]byte("data: " + cr + "\n\ndata: " + chunk + "\n\ndata: " + cr + "\n\n"))
+				f.Add([]byte("data: " + chunk + "\n\ndata: " + cr + "\n\ndata: " + cr + "\n\n"))
+			}
+		}
+		f.Add([]byte("data: " + chunk + "\r\n\ndata: " + chunk + "\n\n"))
+		f.Add([]byte("data: " + chunk + "\n\ndata: " + chunk + " \r\n\n"))
+		f.Add([]byte("data: null\r\n\ndata: " + chunk + "\n\n"))
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		for _, p := range []Protocol{Completions, Messages, Responses} {

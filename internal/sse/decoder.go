@@ -59,7 +59,7 @@ type Decoder struct {
 	// buffer: an LF at the start of the next event is dropped (see Decoder).
 	dropLF bool
 
-	memo    prefixMemo // what the stream's chunks repeat (Completions only)
+	memo    streamMemo // what the stream's chunks repeat (Completions only)
 	scratch []byte     // joined multi-line data; reset on Append
 	limit   int        // 0 means MaxEventSize; tests lower it
 	err     error
@@ -109,9 +109,9 @@ func (d *Decoder) keepTail() {
 
 // Next returns the next complete event, or false when more bytes are needed
 // (or Err is set). Events made only of blank lines are skipped.
-func (d *Decoder) Next() (Event, bool) {
+func (d *Decoder) Next() (ev Event, ok bool) {
 	for d.err == nil {
-		if ev, ok := d.nextDataLine(); ok {
+		if d.nextDataLine(&ev) {
 			return ev, true
 		}
 		end, ok := d.scanEventEnd()
@@ -128,41 +128,57 @@ func (d *Decoder) Next() (Event, bool) {
 		}
 		raw := d.buf[d.start:end]
 		d.start = end
-		if ev, ok := d.parseEvent(raw); ok {
-			return ev, true
+		if e, ok := d.parseEvent(raw); ok {
+			return e, true
 		}
 	}
 	return Event{}, false
 }
 
-// nextDataLine returns the next event when it is the usual one, a single "data:" line
-// ended by LF and a blank line, found with one search for its end instead of the general
-// line scan's several. Anything else is left to it.
-func (d *Decoder) nextDataLine() (Event, bool) {
+// nextDataLine sets *ev to the next event and reports true when it is the usual one, a
+// single "data:" line ended by LF and a blank line, found with one search for its end
+// instead of the general line scan's several. Anything else is left to it. (A pointer,
+// not a result: an Event is fifteen words, copied once fewer per event.)
+func (d *Decoder) nextDataLine(ev *Event) bool {
 	if d.pos != d.start || d.crPending || d.dropLF {
-		return Event{}, false
+		return false
 	}
 	rest := d.buf[d.start:]
 	if len(rest) < 7 || string(rest[:5]) != "data:" {
-		return Event{}, false
+		return false
 	}
 	nl := bytes.IndexByte(rest, '\n')
 	if nl < 0 || nl+1 >= len(rest) || rest[nl+1] != '\n' || nl+2 > d.maxSize() {
-		return Event{}, false
+		return false
 	}
-	line := rest[:nl]
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return Event{}, false // a CR ends a line too: the general scan splits it
-	}
-	value := line[5:]
+	value := rest[5:nl]
 	if len(value) > 0 && value[0] == ' ' {
 		value = value[1:]
 	}
+	// A CR ends a line too: a line with one is left to the general scan, which splits it.
+	// The scan of a chunk's JSON looks at every byte, so where it finds the JSON valid it
+	// has also seen whether a CR was among them, and the search for one is needed only
+	// where it did not (see summarizeLine).
+	if d.FramesOnly || d.Protocol != Completions {
+		if bytes.IndexByte(value, '\r') >= 0 {
+			return false
+		}
+		*ev = Event{Data: value, CompletionTokens: -1, Choice: -1, Sequence: -1}
+		d.summarize(ev, value)
+	} else {
+		var sum Summary
+		if !d.memo.summarizeLine(&sum, value) && bytes.IndexByte(value, '\r') >= 0 {
+			// Not one line: what the memo learned from it is no line's data.
+			d.memo.forget()
+			return false
+		}
+		*ev = Event{Data: value}
+		ev.setSummary(&sum)
+	}
 	end := d.start + nl + 2
-	ev := Event{Raw: d.buf[d.start:end], Data: value, CompletionTokens: -1, Choice: -1, Sequence: -1}
+	ev.Raw = d.buf[d.start:end]
 	d.start, d.pos, d.atLineStart = end, end, true
-	d.summarize(&ev, value)
-	return ev, true
+	return true
 }
 
 // summarize fills ev's summary of its data, unless the decoder only frames events.
@@ -170,9 +186,12 @@ func (d *Decoder) summarize(ev *Event, data []byte) {
 	switch {
 	case d.FramesOnly:
 	case d.Protocol == Completions:
-		ev.setSummary(d.memo.summarize(data))
+		var sum Summary
+		d.memo.summarize(&sum, data)
+		ev.setSummary(&sum)
 	default:
-		ev.setSummary(SummarizeEvent(d.Protocol, ev.Name, data))
+		sum := SummarizeEvent(d.Protocol, ev.Name, data)
+		ev.setSummary(&sum)
 	}
 }
 
@@ -187,7 +206,8 @@ func (d *Decoder) Err() error { return d.err }
 // Reset drops all buffered bytes and any error, keeping the allocated buffers.
 func (d *Decoder) Reset() {
 	*d = Decoder{Protocol: d.Protocol, FramesOnly: d.FramesOnly, buf: d.own[:0], own: d.own[:0], scratch: d.scratch[:0], limit: d.limit, atLineStart: true,
-		memo: prefixMemo{prefix: d.memo.prefix[:0]}}
+		memo: d.memo}
+	d.memo.forget()
 }
 
 func (d *Decoder) maxSize() int {
@@ -345,7 +365,8 @@ func (d *Decoder) parseEvent(raw []byte) (Event, bool) {
 	case errorValue != nil:
 		ev.Data = errorValue
 		if !d.FramesOnly {
-			ev.setSummary(Summarize(errorValue))
+			sum := Summarize(errorValue)
+			ev.setSummary(&sum)
 			ev.Class |= Error
 			ev.Outputs = 0 // a failure delivers nothing, whatever its body holds
 		}

@@ -38,7 +38,7 @@ type Event struct {
 // setSummary copies a Summary of the event's data into it. The fields are
 // Event's own rather than an embedded Summary so that Event literals naming
 // Class or Outputs keep compiling.
-func (e *Event) setSummary(s Summary) {
+func (e *Event) setSummary(s *Summary) {
 	e.Class = s.Class
 	e.Outputs = s.Outputs
 	e.Finished = s.Finished

@@ -21,6 +21,17 @@ type scanner struct {
 	// escaped is true when the last string scanned had a backslash escape,
 	// so its raw bytes differ from its value.
 	escaped bool
+	// outputs counts the output strings read by outputString since it was last set to 0,
+	// and outputAt and outputEnd delimit the last one: its opening quote, and the byte
+	// after its closing one (see choicesMemo).
+	outputs             int
+	outputAt, outputEnd int
+	// sawCR is set when skipSpace moves past a CR: the only place a valid text has one.
+	sawCR bool
+	// tailFrom is, in a chunk object, the end of the last member that carried something
+	// looked for: the members after it carry nothing (see tailMemo). 0 when there is none,
+	// or when what follows it was remembered already.
+	tailFrom int
 }
 
 func (s *scanner) fail() bool {
@@ -32,7 +43,10 @@ func (s *scanner) fail() bool {
 func (s *scanner) skipSpace() bool {
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\n':
+			s.pos++
+		case '\r':
+			s.sawCR = true
 			s.pos++
 		default:
 			return true
@@ -439,6 +453,20 @@ func (s *scanner) nonEmptyString(depth int) bool {
 		return false
 	}
 	raw, ok := s.str()
+	return ok && len(raw) > 0
+}
+
+// outputString is nonEmptyString for a choice's output text, and records where the string
+// lay when the value is one (see scanner.outputs).
+func (s *scanner) outputString(depth int) bool {
+	if s.peek() != '"' {
+		s.skip(depth)
+		return false
+	}
+	start := s.pos
+	raw, ok := s.str()
+	s.outputs++
+	s.outputAt, s.outputEnd = start, s.pos
 	return ok && len(raw) > 0
 }
 
