@@ -105,7 +105,7 @@ func TestPickPromptPrefersLongestCachedPrefix(t *testing.T) {
 	blocks := PrefixBlocks(0, conv)
 	p.Replicas[0].Prefix.Insert(blocks[:5])  // a holds the system prompt
 	p.Replicas[1].Prefix.Insert(blocks[:12]) // b holds the conversation so far
-	p.Replicas[1].Outstanding = 1 // within the bound: 1 <= 1.5 × (0 + 1)
+	p.Replicas[1].Outstanding = 1            // within the bound: 1 <= 1.5 × (0 + 1)
 	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "b" {
 		t.Fatalf("picked %s, want b (12 blocks cached against a's 5)", r.Name)
 	}
