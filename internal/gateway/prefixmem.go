@@ -89,13 +89,19 @@ func (p *pool) cachedPrefix(key uint64, blocks []uint64, attempts []failover.Att
 }
 
 // Bounds of a replica's prompt record (balance.PrefixRecord), in blocks of
-// balance.PrefixBlockBytes: what the engine's KV cache holds, at about four bytes of JSON a
-// token, within these; the default when the engine does not say.
+// balance.PrefixBlockBytes. The record is sized at recordPerCacheByte times what the
+// engine's KV cache holds at a generous cacheBytesPerToken of JSON a token: generously,
+// because forgetting a conversation the engine still holds sends its next turn to a cold
+// replica, while remembering one the engine has partly evicted only sends it back where
+// the rest of its prefix is — what pinning each conversation to a replica does. Within
+// minPrefixBlocks and maxPrefixBlocks (about 100 bytes of the gateway's memory a block);
+// defaultPrefixBlocks when the engine does not say.
 const (
 	minPrefixBlocks     = 1 << 10
-	maxPrefixBlocks     = 1 << 16 // about 6 MiB of record a replica
+	maxPrefixBlocks     = 1 << 16
 	defaultPrefixBlocks = 1 << 14
-	bytesPerToken       = 4
+	cacheBytesPerToken  = 8
+	recordPerCacheByte  = 8
 )
 
 // prefixCapacity is the record's capacity for an engine that reports its cache as
@@ -107,7 +113,8 @@ func prefixCapacity(cacheConfig map[string]string) (int, bool) {
 	if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
 		return 0, false
 	}
-	return min(max(blocks*size*bytesPerToken/balance.PrefixBlockBytes, minPrefixBlocks), maxPrefixBlocks), true
+	n := blocks * size * cacheBytesPerToken * recordPerCacheByte / balance.PrefixBlockBytes
+	return min(max(n, minPrefixBlocks), maxPrefixBlocks), true
 }
 
 // promptMembers are the members of a request that make its prompt, in the order engines'
