@@ -56,6 +56,9 @@ type Replica struct {
 	Outstanding     int
 	PeakOutstanding int
 	Load            Load
+	// Prefix is the record of the prompt blocks the replica was sent, which the
+	// cache-aware policy matches prompts against (nil: none kept).
+	Prefix *PrefixRecord
 
 	deadUntil       time.Time
 	overloadedUntil time.Time

@@ -157,7 +157,17 @@ type Affinity struct {
 	// LoadBound: the preferred replica is used while its load is at most LoadBound times
 	// the least loaded replica's (plus one). Default 1.5.
 	LoadBound float64 `yaml:"load_bound"`
+	// Policy: cache_aware (default) sends a prompt to the replica the gateway sent the
+	// longest prefix of it to, within LoadBound, as far as that replica's KV cache holds;
+	// prefix_hash to the replica a hash of its first PrefixBytes bytes prefers.
+	Policy string `yaml:"policy"`
 }
+
+// Affinity policies.
+const (
+	AffinityCacheAware = "cache_aware"
+	AffinityPrefixHash = "prefix_hash"
+)
 
 // Discovery finds a pool's replicas in DNS. Addresses that appear join after a passing
 // probe; addresses that vanish drain (running requests finish, no new work) and are then

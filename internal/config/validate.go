@@ -244,6 +244,13 @@ func (m *Model) validate(field string) error {
 	if m.Affinity.LoadBound == 0 {
 		m.Affinity.LoadBound = DefaultAffinityBound
 	}
+	switch m.Affinity.Policy {
+	case "":
+		m.Affinity.Policy = AffinityCacheAware
+	case AffinityCacheAware, AffinityPrefixHash:
+	default:
+		return fmt.Errorf("%s.affinity.policy: %q must be %s or %s", field, m.Affinity.Policy, AffinityCacheAware, AffinityPrefixHash)
+	}
 	if m.Affinity.LoadBound < 1 {
 		return fmt.Errorf("%s.affinity.load_bound: %g must be >= 1", field, m.Affinity.LoadBound)
 	}

@@ -91,6 +91,9 @@ var (
 		[]string{"model", "replica"}, nil)
 	replicaWaitingDesc = prometheus.NewDesc("fencegate_replica_engine_waiting", "Requests waiting in the engine, as it last reported.",
 		[]string{"model", "replica"}, nil)
+	replicaPrefixDesc = prometheus.NewDesc("fencegate_replica_prefix_blocks",
+		"Prompt blocks (256 bytes of request JSON each) the cache-aware policy records as sent to the replica, and the most it keeps (bounded by the engine's KV cache).",
+		[]string{"model", "replica", "of"}, nil)
 	budgetDesc = prometheus.NewDesc("fencegate_retry_budget_tokens", "Reruns the pool's retry budget allows now.",
 		[]string{"model"}, nil)
 	journalPendingDesc = prometheus.NewDesc("fencegate_journal_pending", "Journal mutations waiting to be written.", nil, nil)
@@ -103,6 +106,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicaStateDesc
 	ch <- replicaOutstandingDesc
 	ch <- replicaWaitingDesc
+	ch <- replicaPrefixDesc
 	ch <- budgetDesc
 	ch <- journalPendingDesc
 	ch <- availableDesc
@@ -121,6 +125,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, st.String())
 			ch <- prometheus.MustNewConstMetric(replicaOutstandingDesc, prometheus.GaugeValue, float64(r.Outstanding), name, r.Name)
 			ch <- prometheus.MustNewConstMetric(replicaWaitingDesc, prometheus.GaugeValue, float64(r.Load.Waiting), name, r.Name)
+			if p.b.Limits.CacheAware && r.Prefix != nil {
+				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Len()), name, r.Name, "recorded")
+				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Capacity), name, r.Name, "capacity")
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, p.budget.Tokens(now), name)
 		ch <- prometheus.MustNewConstMetric(availableDesc, prometheus.GaugeValue, float64(available), name)

@@ -97,6 +97,7 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	if m.Affinity.PrefixBytes < 0 {
 		p.b.Limits.AffinityBound = 0
 	}
+	p.b.Limits.CacheAware = m.Affinity.Policy == config.AffinityCacheAware && m.Affinity.PrefixBytes >= 0
 	p.affinityBytes = m.Affinity.PrefixBytes
 	p.allowCross = c.Policy.AllowCrossFingerprintRerun
 	p.canary = m.Canary
@@ -120,7 +121,8 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		m := p.members[sp.Name]
 		r := p.b.Find(sp.Name)
 		if m == nil || r == nil {
-			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
+			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp),
+				Prefix: balance.NewPrefixRecord(defaultPrefixBlocks)}
 			p.b.Add(r, probed)
 			m = &member{source: source, running: make(map[*request.Attempt]struct{})}
 			p.members[sp.Name] = m
@@ -222,9 +224,14 @@ func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (reque
 		return failover.Tried(w.Attempts, r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
 			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
-	c := p.b.Pick(now, exclude, w.Affinity)
+	c := p.b.PickPrompt(now, exclude, w.Affinity, w.Blocks)
 	if c.Replica == nil {
 		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
+	}
+	if p.b.Limits.CacheAware && c.Replica.Prefix != nil {
+		// The engine will hold the prompt's blocks once it has prefilled them: the next
+		// turn of the conversation finds them here.
+		c.Replica.Prefix.Insert(w.Blocks)
 	}
 	c.Replica.Outstanding++
 	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)

@@ -41,8 +41,8 @@ func (rp requestPool) NotePrefix(key uint64, replica string, now time.Time) {
 	rp.p.notePrefix(key, replica, now)
 }
 
-func (rp requestPool) CachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int {
-	return rp.p.cachedPrefix(key, attempts, now)
+func (rp requestPool) CachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int {
+	return rp.p.cachedPrefix(key, blocks, attempts, now)
 }
 
 func (rp requestPool) Targets() []request.Target {

@@ -192,6 +192,9 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	if snap.CacheConfig == nil {
 		return
 	}
+	if n, ok := prefixCapacity(snap.CacheConfig); ok && r.Prefix != nil {
+		r.Prefix.Capacity = n
+	}
 	source := sourceMetrics
 	if snap.Engine == "" {
 		source = sourceAgent

@@ -64,7 +64,7 @@ func (a *Attempt) Replica() string { return a.replica }
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
 	a := &Attempt{n: n, stop: make(chan struct{}), box: rn.inbox}
-	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
+	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Blocks: rn.p.Blocks, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
 	if !ok {
 		var reason failover.EndReason
 		switch {

@@ -73,8 +73,10 @@ type Params struct {
 	// Pinned is the one replica the request may run on: a Responses request continues a
 	// response stored there (previous_response_id).
 	Pinned string
-	// Affinity is the prompt prefix's affinity key in the pool (0: none).
+	// Affinity is the prompt prefix's affinity key in the pool (0: none); Blocks the
+	// prompt's chained block hashes for the cache-aware policy (nil: none).
 	Affinity uint64
+	Blocks   []uint64
 	// Traces is the request's trace mode (the key's, else the gateway's).
 	Traces config.TraceMode
 }

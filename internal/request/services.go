@@ -99,7 +99,7 @@ type Pool interface {
 	NotePrefix(key uint64, replica string, now time.Time)
 	// CachedPrefix is the prompt prefix, in bytes, that a replica none of the request's
 	// attempts ran on likely holds in its cache for key (0: none does).
-	CachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int
+	CachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int
 	// Targets lists the pool's replicas, for the tokenize call that prices a rerun.
 	Targets() []Target
 }
@@ -108,6 +108,9 @@ type Pool interface {
 type Want struct {
 	// Affinity is the prompt prefix's affinity key (0: none).
 	Affinity uint64
+	// Blocks are the prompt's chained block hashes (balance.PrefixBlocks), which the
+	// cache-aware policy matches against what each replica was sent (nil: none).
+	Blocks []uint64
 	// Pinned is the one replica the request may run on ("" : any): a Responses request
 	// continuing a response stored there.
 	Pinned string
