@@ -119,9 +119,9 @@ type Model struct {
 }
 
 // Queue configures a pool's queue: a request that finds every replica at its capacity
-// (max_outstanding, or the slots its engine reports) waits for a slot, in its key's
-// priority class and fair share, instead of being refused. Without a known capacity no
-// request waits here (the engines queue them).
+// (max_outstanding) waits for a slot, in its key's priority class and fair share, instead
+// of being refused. Without max_outstanding no request waits here (the engines queue
+// them).
 type Queue struct {
 	// MaxWait is how long a request waits before 503 queue_timeout. Default 30s.
 	MaxWait Duration `yaml:"max_wait"`

@@ -165,7 +165,7 @@ var shouldRetryCases = []shouldRetryCase{
 	{code: "rerun_too_expensive", env: envOptions{config: func(c *config.Config) { c.Policy.MaxRerunPrefillTokens = 1 }}, do: func(t *testing.T, e *env) *http.Response {
 		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2), "X-Sim-Fault", "reset@prefill")
 	}},
-	{code: "pool_overloaded", env: envOptions{sim: slowReplicas, config: func(c *config.Config) { c.Models[0].MaxOutstanding = 1 }}, do: func(t *testing.T, e *env) *http.Response {
+	{code: "pool_overloaded", env: envOptions{sim: slowReplicas, config: func(c *config.Config) { c.Models[0].MaxOutstanding, c.Models[0].Queue.MaxLen = 1, -1 }}, do: func(t *testing.T, e *env) *http.Response {
 		runningStream(t, e, streamBody(slowPrompt, slowMaxTokens))
 		runningStream(t, e, streamBody(slowPrompt+" too", slowMaxTokens))
 		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2))
