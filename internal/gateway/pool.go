@@ -216,7 +216,7 @@ func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (reque
 	defer p.mu.Unlock()
 	c := p.choose(now, w)
 	if c.Replica == nil {
-		if c.Shed && w.Pinned == "" && !p.queue.off && p.knowsCapacity() {
+		if c.Shed && !p.queue.off && p.knowsCapacity() {
 			return p.enqueue(now, w, a), false
 		}
 		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false

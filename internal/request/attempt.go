@@ -75,14 +75,16 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 		case p.Queued:
 			rn.startWaiting(a, n, p.Until, now)
 			return
-		case p.Pinned:
-			reason = failover.NoReplicaPinned
 		case p.QueueFull:
 			reason = failover.NoReplicaQueueFull
 			rn.srv.Metrics().Shed(rn.rec.model)
 		case p.Shed:
+			// Also for a pinned request: its replica is there and busy, which is no reason
+			// to say the response it continues is gone.
 			reason = failover.NoReplicaOverloaded
 			rn.srv.Metrics().Shed(rn.rec.model)
+		case p.Pinned:
+			reason = failover.NoReplicaPinned
 		}
 		rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
 		return
