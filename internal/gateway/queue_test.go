@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,6 +120,22 @@ func TestQueueWaitsForAFreedSlot(t *testing.T) {
 	body := queued.wait(t)
 	if !strings.HasPrefix(body, "200 ") || !strings.Contains(body, ": keepalive") || !strings.Contains(body, "[DONE]") {
 		t.Fatalf("queued stream: %s", body)
+	}
+	// The journal keeps the wait: at least the 10 ms before its first keepalive.
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/requests/"+queued.id+"?wait=20s", nil)
+	req.Header.Set("Authorization", "Bearer "+floodKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view struct {
+		Outcome  string `json:"outcome"`
+		QueuedMs int64  `json:"queued_ms"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	if err != nil || view.Outcome != "completed" || view.QueuedMs < 10 {
+		t.Fatalf("GET /v1/requests/%s: %+v, %v; want completed, queued_ms >= 10", queued.id, view, err)
 	}
 	m := e.metrics()
 	for _, want := range []string{`fencegate_queue_ended_total{end="dequeued",model="sim-model",priority="0"} 1`,

@@ -137,7 +137,7 @@ func (rn *Run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 		rc.end.ErrCode = e.Code
 	}
 	u := store.UpdateRequest{At: now, Phase: store.PhaseDone, Outcome: store.Outcome(o.String()),
-		DeliveredOutputTokens: int64(delivered)}
+		DeliveredOutputTokens: int64(delivered), QueuedMs: rc.end.Queued.Milliseconds()}
 	rn.srv.Metrics().RequestEnded(rc.model, rn.p.Req.Endpoint, o, delivered)
 	if e != nil {
 		u.Error = e.AppendJSON(nil)

@@ -44,8 +44,10 @@ type UpdateRequest struct {
 	FirstDeltaSent bool
 	// DeliveredOutputTokens only grows: the larger of stored and given wins.
 	DeliveredOutputTokens int64
-	ModelRevision         string // the last non-empty one wins
-	Error                 []byte // the last non-nil one wins
+	// QueuedMs, the request's time in its pool's queue, only grows too.
+	QueuedMs      int64
+	ModelRevision string // the last non-empty one wins
+	Error         []byte // the last non-nil one wins
 	// Response, when non-nil, replaces the stored response together with
 	// ResponseIsSSE and ResponseStatus. Ignored for requests without an
 	// idempotency key.
@@ -100,6 +102,9 @@ func (m UpdateRequest) validate() error {
 	if m.ID == "" {
 		return errors.New("store: update request: id is empty")
 	}
+	if m.QueuedMs < 0 {
+		return fmt.Errorf("store: update request %s: negative queued time %d ms", m.ID, m.QueuedMs)
+	}
 	if m.DeliveredOutputTokens < 0 {
 		return fmt.Errorf("store: update request %s: negative delivered tokens %d", m.ID, m.DeliveredOutputTokens)
 	}
@@ -151,6 +156,7 @@ func applyUpdate(r *Request, u UpdateRequest) {
 	}
 	r.FirstDeltaSent = r.FirstDeltaSent || u.FirstDeltaSent
 	r.DeliveredOutputTokens = max(r.DeliveredOutputTokens, u.DeliveredOutputTokens)
+	r.QueuedMs = max(r.QueuedMs, u.QueuedMs)
 	if u.ModelRevision != "" {
 		r.ModelRevision = u.ModelRevision
 	}
@@ -182,6 +188,7 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 	}
 	m.FirstDeltaSent = a.FirstDeltaSent || b.FirstDeltaSent
 	m.DeliveredOutputTokens = max(a.DeliveredOutputTokens, b.DeliveredOutputTokens)
+	m.QueuedMs = max(a.QueuedMs, b.QueuedMs)
 	if b.ModelRevision != "" {
 		m.ModelRevision = b.ModelRevision
 	}

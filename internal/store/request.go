@@ -58,6 +58,9 @@ type Request struct {
 	FirstDeltaAt          time.Time
 	DeliveredOutputTokens int64
 	ModelRevision         string
+	// QueuedMs is how long the request waited in its pool's queue, in
+	// milliseconds, all its waits together.
+	QueuedMs int64
 
 	// Error is the OpenAI-shaped error body the request ended with, or nil.
 	Error []byte

@@ -12,16 +12,16 @@ import (
 const requestColumns = `id, tenant, idempotency_key, body_hash, model, stream, phase, outcome,
 	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
 	model_revision, error, response, response_is_sse, response_status,
-	created_at, updated_at, expires_at, response_id, response_replica`
+	created_at, updated_at, expires_at, response_id, response_replica, queued_ms`
 
 // selectRequestColumns reads the key back as "" for rows stored without one
 // (NULL, so that keyless rows never collide in the unique index).
 const selectRequestColumns = `id, tenant, COALESCE(idempotency_key, ''), body_hash, model, stream, phase, outcome,
 	owner, owner_lease_until, first_delta_sent, first_delta_at, delivered_output_tokens,
 	model_revision, error, response, response_is_sse, response_status,
-	created_at, updated_at, expires_at, response_id, response_replica`
+	created_at, updated_at, expires_at, response_id, response_replica, queued_ms`
 
-const requestValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23`
+const requestValues = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24`
 
 const (
 	// insertRequestSQL fails on a duplicate id; used by keyless Claims.
@@ -108,7 +108,7 @@ const (
 // requestColumnCount and attemptColumnCount are the numbers of
 // requestColumns and attemptColumns.
 const (
-	requestColumnCount = 23
+	requestColumnCount = 24
 	attemptColumnCount = 13
 )
 
@@ -127,7 +127,7 @@ func appendRequestArgs(args []any, r *Request) []any {
 		r.ID, r.Tenant, key, r.BodyHash, r.Model, r.Stream, string(r.Phase), string(r.Outcome),
 		r.Owner, toNanos(r.OwnerLeaseUntil), r.FirstDeltaSent, toNanos(r.FirstDeltaAt), r.DeliveredOutputTokens,
 		r.ModelRevision, r.Error, r.Response, r.ResponseIsSSE, int64(r.ResponseStatus),
-		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt), r.ResponseID, r.ResponseReplica,
+		toNanos(r.CreatedAt), toNanos(r.UpdatedAt), toNanos(r.ExpiresAt), r.ResponseID, r.ResponseReplica, r.QueuedMs,
 	)
 }
 
@@ -141,7 +141,7 @@ func scanRequest(row rowScanner) (*Request, error) {
 	err := row.Scan(&r.ID, &r.Tenant, &r.IdempotencyKey, &r.BodyHash, &r.Model, &r.Stream, &phase, &outcome,
 		&r.Owner, &lease, &r.FirstDeltaSent, &firstAt, &r.DeliveredOutputTokens,
 		&r.ModelRevision, &r.Error, &r.Response, &r.ResponseIsSSE, &status,
-		&created, &updated, &expires, &r.ResponseID, &r.ResponseReplica)
+		&created, &updated, &expires, &r.ResponseID, &r.ResponseReplica, &r.QueuedMs)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +219,10 @@ func updateStmts(u *UpdateRequest) []sqlStmt {
 		p := arg(u.DeliveredOutputTokens)
 		set("delivered_output_tokens = CASE WHEN delivered_output_tokens < " + p + " THEN " + p + " ELSE delivered_output_tokens END")
 	}
+	if u.QueuedMs > 0 {
+		p := arg(u.QueuedMs)
+		set("queued_ms = CASE WHEN queued_ms < " + p + " THEN " + p + " ELSE queued_ms END")
+	}
 	if u.ModelRevision != "" {
 		set("model_revision = " + arg(u.ModelRevision))
 	}
@@ -258,7 +262,7 @@ func updateResponseStmt(u *UpdateRequest) sqlStmt {
 // that is whether updateStmts has a statement other than updateResponseStmt.
 func updateSetsFields(u *UpdateRequest) bool {
 	return !u.At.IsZero() || u.Phase != "" || u.Outcome != OutcomeRunning || u.FirstDeltaSent ||
-		u.DeliveredOutputTokens > 0 || u.ModelRevision != "" || u.Error != nil || u.ResponseID != ""
+		u.DeliveredOutputTokens > 0 || u.QueuedMs > 0 || u.ModelRevision != "" || u.Error != nil || u.ResponseID != ""
 }
 
 // updateRowsUpdate applies many UpdateRequests (without their Response) in
@@ -280,14 +284,15 @@ var updateRowsUpdate = &multiRowInsert{
 	model_revision = COALESCE(v.column8, requests.model_revision),
 	error = CASE WHEN v.column9 THEN v.column10 ELSE requests.error END,
 	response_id = COALESCE(v.column11, requests.response_id),
-	response_replica = CASE WHEN v.column11 IS NOT NULL THEN v.column12 ELSE requests.response_replica END
+	response_replica = CASE WHEN v.column11 IS NOT NULL THEN v.column12 ELSE requests.response_replica END,
+	queued_ms = CASE WHEN v.column13 > requests.queued_ms THEN v.column13 ELSE requests.queued_ms END
 	FROM (VALUES `,
 	tail: `) AS v
 	WHERE requests.id = v.column1 AND (v.column2 IS NULL OR requests.owner = v.column2)`,
 	cols: updateRowColumnCount,
 }
 
-const updateRowColumnCount = 12
+const updateRowColumnCount = 13
 
 // appendUpdateRowArgs appends the VALUES row of u for updateRowsUpdate.
 func appendUpdateRowArgs(args []any, u *UpdateRequest) []any {
@@ -310,6 +315,7 @@ func appendUpdateRowArgs(args []any, u *UpdateRequest) []any {
 		u.Error,
 		null(u.ResponseID, u.ResponseID != ""),
 		u.ResponseReplica,
+		null(u.QueuedMs, u.QueuedMs > 0),
 	)
 }
 

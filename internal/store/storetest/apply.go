@@ -24,6 +24,7 @@ func fullRequest(id, key string) store.Request {
 		FirstDeltaSent:        true,
 		FirstDeltaAt:          t0.Add(time.Millisecond),
 		DeliveredOutputTokens: 1 << 40,
+		QueuedMs:              1<<33 + 7,
 		ModelRevision:         "rev-abc",
 		Error:                 []byte(`{"error":{"code":"x"}}`),
 		Response:              []byte("data: {}\n\n\x00\xff"),
@@ -76,7 +77,8 @@ func testApplyUpdate(t *testing.T, b Backend) {
 	mustApply(t, s,
 		store.UpdateRequest{ID: "req_1", At: t0.Add(5), Phase: store.PhaseRouting, ModelRevision: "rev-1"},
 		store.UpdateRequest{ID: "req_1", At: t0.Add(3), Phase: store.PhaseStreaming, FirstDeltaSent: true, DeliveredOutputTokens: 10},
-		store.UpdateRequest{ID: "req_1", DeliveredOutputTokens: 4}, // tokens never go down
+		store.UpdateRequest{ID: "req_1", DeliveredOutputTokens: 4, QueuedMs: 250}, // tokens never go down
+		store.UpdateRequest{ID: "req_1", QueuedMs: 120},                           // nor the time queued
 		store.UpdateRequest{ID: "req_1", Outcome: store.OutcomeInterrupted, Error: []byte("e1")},
 		store.UpdateRequest{ID: "req_1", Outcome: store.OutcomeCompleted, Error: []byte("e2")}, // outcome is write-once
 		store.UpdateRequest{ID: "req_1", Response: []byte("resp"), ResponseIsSSE: true, ResponseStatus: 200},
@@ -95,6 +97,8 @@ func testApplyUpdate(t *testing.T, b Backend) {
 		t.Errorf("FirstDeltaSent not set")
 	case got.DeliveredOutputTokens != 10:
 		t.Errorf("DeliveredOutputTokens = %d, want 10", got.DeliveredOutputTokens)
+	case got.QueuedMs != 250:
+		t.Errorf("QueuedMs = %d, want the largest given, 250", got.QueuedMs)
 	case got.Outcome != store.OutcomeInterrupted:
 		t.Errorf("Outcome = %q, want the first one (interrupted)", got.Outcome)
 	case string(got.Error) != "e2":

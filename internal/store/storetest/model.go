@@ -83,6 +83,7 @@ func randomMutation(rng *rand.Rand, ids []string) store.Mutation {
 			Outcome:               store.Outcome(pick("", "", "", "completed", "failed", "interrupted")),
 			FirstDeltaSent:        rng.IntN(5) == 0,
 			DeliveredOutputTokens: int64(rng.IntN(3) * rng.IntN(100)),
+			QueuedMs:              int64(rng.IntN(2) * rng.IntN(5000)),
 			ModelRevision:         pick("", "", "rev-1", "rev-2"),
 			Error:                 maybeBytes(),
 			Response:              maybeBytes(),
