@@ -84,7 +84,7 @@ func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint
 		if best == nil || r.score() < best.score() {
 			best = r
 		}
-		if affinityKey != 0 {
+		if affinityKey != 0 && !r.NoAffinity {
 			if w := rendezvous(affinityKey, r.Name); affine == nil || w > affineWeight {
 				affine, affineWeight = r, w
 			}

@@ -88,6 +88,7 @@ func JudgeCache(pairs []Pair, o Options) CacheVote {
 // deterministic across batch sizes, so one differing pair alone proves nothing.
 type CacheVerdict struct {
 	State    string // Agrees, CacheDiverges or Unknown
+	Block    int    // the block size the lengths straddled
 	Detail   string
 	Evidence *PairResult // the pair that differed twice, when CacheDiverges
 }
@@ -95,6 +96,12 @@ type CacheVerdict struct {
 // JudgeCacheRounds decides the verdict from the first round and the second (ignored when
 // nothing differed in the first).
 func JudgeCacheRounds(first, again CacheVote, block int) CacheVerdict {
+	v := judgeCacheRounds(first, again, block)
+	v.Block = block
+	return v
+}
+
+func judgeCacheRounds(first, again CacheVote, block int) CacheVerdict {
 	if len(first.Differing) == 0 {
 		if first.Failed != "" {
 			return CacheVerdict{State: Unknown, Detail: "cache check failed: " + first.Failed}

@@ -67,7 +67,7 @@ func (p *pool) cachedPrefix(key uint64, attempts []failover.AttemptInfo, now tim
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.b.Replicas {
-		if !failover.Tried(attempts, r.Name) && p.prefixes.cachedOn(key, r.Name, now) {
+		if !failover.Tried(attempts, r.Name) && !r.NoAffinity && p.prefixes.cachedOn(key, r.Name, now) {
 			return p.affinityBytes
 		}
 	}
