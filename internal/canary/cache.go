@@ -140,7 +140,9 @@ func CachePrompt(nonce string, cut int) string {
 		rest := len(nonce) + 1 + cut - b.Len()
 		b.WriteString(cacheFiller[:min(rest, len(cacheFiller))])
 	}
-	return strings.TrimRight(b.String(), " ")
+	// Not trimmed: a trailing space makes one byte more, so that a tokenizer of bytes
+	// reaches every count.
+	return b.String()
 }
 
 // PromptFit finds the cut of CachePrompt that the engine's tokenizer counts as Target
