@@ -192,11 +192,12 @@ func (p *pool) beginCanary(scheduled bool, now time.Time) bool {
 	return true
 }
 
-// canaryTargets lists the replicas worth probing, with their fingerprint groups. A replica
+// canaryTargets lists the replicas worth probing, with their fingerprint groups and the
+// block sizes of their cache checks (fallbackBlock where the engine reports none). A replica
 // kept out by another check (credentials, wrong model, fingerprint mismatch), dead,
 // unhealthy or draining is not probed; one kept out only by the canary is, so that it can
 // be seen to agree again.
-func (p *pool) canaryTargets(now time.Time) []canaryTarget {
+func (p *pool) canaryTargets(now time.Time, fallbackBlock int) []canaryTarget {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []canaryTarget
@@ -209,7 +210,7 @@ func (p *pool) canaryTargets(now time.Time) []canaryTarget {
 		case balance.Dead, balance.Unhealthy, balance.Draining:
 			continue
 		}
-		block, from := p.blockOf(r.Name, p.canary.CacheBlockSize)
+		block, from := p.blockOf(r.Name, fallbackBlock)
 		out = append(out, canaryTarget{target: target{name: r.Name, url: r.URL, key: m.key, agentKey: m.agentKey()},
 			group: groupKey(r.Fingerprint), engine: m.engineKind(), block: block, blockFrom: from})
 	}
@@ -246,7 +247,7 @@ func (s *Server) runCanary(ctx context.Context, p *pool) {
 		p.mu.Unlock()
 	}()
 	opts := canary.Options{CompareTokens: cfg.CompareTokens, MaxLogprobDistance: cfg.MaxLogprobDistance}
-	targets := s.probeAll(ctx, p, cfg, p.canaryTargets(s.now()))
+	targets := s.probeAll(ctx, p, cfg, p.canaryTargets(s.now(), cfg.CacheBlockSize))
 	if ctx.Err() != nil {
 		return
 	}
