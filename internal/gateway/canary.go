@@ -366,8 +366,9 @@ func (s *Server) recordCanary(p *pool, cfg config.Canary, verdicts map[string]ca
 			f.canary.CheckedAt, f.canary.Detail = v.CheckedAt, v.Detail+" (still diverging: "+f.canary.Detail+")"
 			continue
 		}
-		if f.canary.State == canary.CacheDiverges && v.State != canary.Diverges && v.CacheState != canary.Agrees && v.CacheState != canary.CacheDiverges {
-			// The cache check failed or did not run: failing to answer proves nothing.
+		if cfg.CacheChecked() && f.canary.State == canary.CacheDiverges && v.State != canary.Diverges &&
+			v.CacheState != canary.Agrees && v.CacheState != canary.CacheDiverges {
+			// The cache check failed or could not run: failing to answer proves nothing.
 			f.canary.CheckedAt, f.canary.Detail = v.CheckedAt, "cache check not completed (still diverging: "+f.canary.Detail+")"
 			continue
 		}

@@ -3,6 +3,9 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,7 +185,34 @@ func TestCanaryCacheNoFalseAlarm(t *testing.T) {
 		if cold, warm := cacheProbes(s); cold != 4*periods || warm != 4*periods {
 			t.Errorf("sim-%d: %d cold and %d warm probes over %d periods", i+1, cold, warm, periods)
 		}
+		// The engine's own metrics show the warm probes' cache hits: at 31, 33, 47 and 49
+		// tokens, 16+32+32+48 cached tokens a period.
+		if hits := simCounter(t, s, "vllm:prefix_cache_hits_total"); hits < 128*periods {
+			t.Errorf("sim-%d: %v prefix cache hits over %d periods", i+1, hits, periods)
+		}
 	}
+}
+
+// simCounter reads a counter of a simulated replica's /metrics.
+func simCounter(t *testing.T, s *sim.Server, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no %s in the replica's metrics", name)
+	return 0
 }
 
 // The check is off with cache_check: false; and with blocks of another size the lengths
