@@ -65,7 +65,8 @@ func exportedFamilies(t *testing.T) map[string][]string {
 			{Name: "main", Replicas: []config.Replica{{Name: "main-1", URL: main1.URL()}, {Name: "main-2", URL: main2.URL()}},
 				Canary: &config.Canary{Every: config.Duration(time.Hour)}},
 			{Name: "eject", Replicas: []config.Replica{{Name: "ej-1", URL: ej1.URL()}, {Name: "ej-2", URL: ej2.URL()}}},
-			{Name: "shed", Replicas: []config.Replica{{Name: "shed-1", URL: shed.URL()}}, MaxOutstanding: 1},
+			{Name: "shed", Replicas: []config.Replica{{Name: "shed-1", URL: shed.URL()}}, MaxOutstanding: 1,
+				Queue: config.Queue{MaxLen: -1}}, // no queue: refused at once
 		},
 		Auth: config.Auth{Keys: []config.APIKey{
 			{ID: "tenant", KeySHA256: hash(tenantKey)},

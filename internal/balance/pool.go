@@ -18,6 +18,10 @@ type Limits struct {
 	// that replica's load is at most AffinityBound times the least load plus one (bounded
 	// load, so affinity never piles work on one replica). 0 disables affinity.
 	AffinityBound float64
+	// CacheAware: a prompt goes to the replica whose record (Replica.Prefix) holds the
+	// longest prefix of it, within AffinityBound, instead of to the one its first bytes
+	// hash to.
+	CacheAware bool
 }
 
 func (l Limits) full(r *Replica, now time.Time) bool {
@@ -55,6 +59,16 @@ type Choice struct {
 // replica that rendezvous hashing prefers for that key while its load is within the bound,
 // otherwise the least loaded.
 func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint64) Choice {
+	return p.PickPrompt(now, exclude, affinityKey, nil)
+}
+
+// PickPrompt is Pick for a prompt cut into blocks (PrefixBlocks). Under CacheAware the
+// preferred replica is the one whose record holds the longest prefix of the blocks (the
+// least loaded among equals), kept while its load is within AffinityBound of the least
+// loaded's, as prefix affinity is; a prompt no record holds any of goes to the least
+// loaded. The blocks are not recorded here: the caller records them on the replica it
+// sends the prompt to.
+func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKey uint64, blocks []uint64) Choice {
 	var cands []*Replica
 	shed := false
 	for _, r := range p.Replicas {
@@ -77,6 +91,8 @@ func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint
 	}
 	var best, affine *Replica
 	var affineWeight uint64
+	cached := p.Limits.CacheAware && len(blocks) > 0
+	affineMatch := 0
 	for _, r := range cands {
 		if r.Priority != tier {
 			continue
@@ -84,7 +100,20 @@ func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint
 		if best == nil || r.score() < best.score() {
 			best = r
 		}
-		if affinityKey != 0 && !r.NoAffinity {
+		if r.NoAffinity {
+			continue // its cache is not trusted (the canary): never preferred for what it holds
+		}
+		if cached {
+			if r.Prefix == nil {
+				continue
+			}
+			m := r.Prefix.Match(blocks)
+			if m > affineMatch || (m == affineMatch && m > 0 && r.score() < affine.score()) {
+				affine, affineMatch = r, m
+			}
+			continue
+		}
+		if affinityKey != 0 {
 			if w := rendezvous(affinityKey, r.Name); affine == nil || w > affineWeight {
 				affine, affineWeight = r, w
 			}

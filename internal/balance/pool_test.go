@@ -102,6 +102,21 @@ func TestAffinitySkipsUntrustedCache(t *testing.T) {
 	if r := p.Pick(now, names("b"), key).Replica; r.Name != "a" {
 		t.Fatalf("picked %v: a replica without affinity still serves", r)
 	}
+	// Cache-aware placement does not count on what its record holds either.
+	p.Limits.CacheAware = true
+	blocks := PrefixBlocks(0, prompt(8*PrefixBlockBytes, 3))
+	for _, r := range p.Replicas {
+		r.Prefix = NewPrefixRecord(100)
+	}
+	p.Replicas[0].Prefix.Insert(blocks)
+	p.Replicas[0].NoAffinity = false
+	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "a" {
+		t.Fatalf("picked %s: the record of a's prompts did not count", r.Name)
+	}
+	p.Replicas[0].NoAffinity = true
+	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "b" {
+		t.Fatalf("picked %s: the record of an untrusted cache still counts", r.Name)
+	}
 }
 
 func TestStatesAndProbe(t *testing.T) {

@@ -38,6 +38,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if opts.ReferenceProxy != "" {
 		return serveReferenceProxy(ctx, opts, stdout)
 	}
+	if opts.Workload == "multiturn" {
+		if opts.Timeout == 0 {
+			opts.Timeout = 10 * time.Minute
+		}
+		rep, err := RunMultiturn(ctx, opts, opts.Multi)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		}
+		return rep.WriteText(stdout)
+	}
 	rep, err := runAll(ctx, opts, newProgress(stderr))
 	if err != nil {
 		return err
@@ -85,6 +100,17 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.Var(comparePIDs, "compare-pid", "`PID` of each --compare target, in the same order (0: none), repeatable or comma-separated")
 	fs.IntVar(&opts.Rounds, "rounds", 0, "rounds; each runs every target once with the same load, in an order rotated per round (default 3 with --compare, else 1)")
 	fs.StringVar(&opts.ReferenceProxy, "reference-proxy", "", "instead of sending load, serve on `ADDR` a plain net/http reverse proxy in front of --url (httputil.ReverseProxy, parsing nothing) until interrupted: a baseline target for --compare")
+	engines := &listFlag{split: true}
+	fs.StringVar(&opts.Workload, "workload", "streams", "streams: the same request again and again; multiturn: chat conversations, each turn sent with its history (the flags below), reporting the engines' prefix-cache hit rate")
+	fs.IntVar(&opts.Multi.Conversations, "conversations", 128, "multiturn: conversations")
+	fs.IntVar(&opts.Multi.Turns, "turns", 6, "multiturn: user turns per conversation")
+	fs.IntVar(&opts.Multi.SystemPrompts, "system-prompts", 1, "multiturn: distinct system prompts the conversations share")
+	fs.IntVar(&opts.Multi.SystemBytes, "system-bytes", 8<<10, "multiturn: size of each system prompt")
+	fs.IntVar(&opts.Multi.TurnBytes, "turn-bytes", 600, "multiturn: size of each user turn")
+	fs.Float64Var(&opts.Multi.Zipf, "zipf", 0, "multiturn: skew of which conversation goes next, as a Zipf exponent (0: uniform)")
+	fs.Uint64Var(&opts.Multi.Seed, "seed", 1, "multiturn: seed of the texts and the order")
+	fs.StringVar(&opts.Multi.Route, "route", "gateway", "multiturn: gateway (every turn to --url), pinned (conversation c straight to engine c mod n: the reference), round-robin (request i straight to engine i mod n)")
+	fs.Var(engines, "engines", "multiturn: the engines' base `URLs`, comma-separated: their /metrics give the hit rate and load; pinned and round-robin send to them")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document with every number and the command line instead of the table")
 	if err := cli.Parse(fs, args, "bench"); err != nil {
 		return opts, false, err
@@ -103,6 +129,17 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 			return opts, false, fmt.Errorf("bench: --header %q is not K:V", h)
 		}
 		opts.Header.Add(k, strings.TrimSpace(v))
+	}
+	opts.Multi.Engines = engines.values
+	switch opts.Workload {
+	case "streams", "multiturn":
+	default:
+		return opts, false, cli.Usagef("bench: --workload %q: want streams or multiturn", opts.Workload)
+	}
+	switch opts.Multi.Route {
+	case "gateway", "pinned", "round-robin":
+	default:
+		return opts, false, cli.Usagef("bench: --route %q: want gateway, pinned or round-robin", opts.Multi.Route)
 	}
 	opts.Compare = compare.values
 	for _, p := range comparePIDs.values {

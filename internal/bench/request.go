@@ -87,6 +87,11 @@ type Options struct {
 	PID            int           // the baseline's server process, 0: none
 	ResetPeak      bool          // reset each PID's peak RSS before a run
 
+	// Workload is "streams" (the default: the same request over and over) or
+	// "multiturn" (conversations, Multi).
+	Workload string
+	Multi    Multiturn
+
 	Compare     []string // further targets, compared with URL
 	ComparePIDs []int    // their processes, in order; empty or one per target
 	Rounds      int      // rounds; 0: defaultCompareRounds with Compare, else 1

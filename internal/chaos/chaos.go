@@ -41,6 +41,10 @@ type Config struct {
 	// fault proxy), whose silent attempts time out and must not be rerun.
 	Fenced     bool
 	Partitions int
+	// MaxOutstanding bounds the gateway's requests in flight on each generating replica
+	// (0: none): with more requests in flight than the replicas take, the rest wait in the
+	// pool's queue, and the run checks the contract while they do.
+	MaxOutstanding int
 	// Logger receives the gateway's and the agents' logs (default: discarded; the report
 	// says what matters).
 	Logger *slog.Logger
@@ -331,7 +335,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer reps.close()
-	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: reps.config},
+	gcfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: reps.config, MaxOutstanding: cfg.MaxOutstanding},
 		{Name: embedModel, Replicas: reps.embedConfig}}}
 	setChaosTimings(gcfg, cfg.Fenced)
 	if err := gcfg.Validate(); err != nil {

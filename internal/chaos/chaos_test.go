@@ -49,6 +49,24 @@ func TestChaosKeepsTheContract(t *testing.T) {
 	requireContract(t, rep)
 }
 
+// With more requests in flight than the replicas take (max_outstanding 1 on each of three,
+// sixteen at once), the rest wait in the pool's queue, and the contract holds for them:
+// a rerun keeps its place, and the waits end in an answer or an honest error.
+func TestChaosKeepsTheContractWhileQueueing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{Requests: 150, Concurrency: 16, Seed: 5, MaxOutstanding: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\n%s%s", rep, rep.APIs(), rep.Kinds())
+	if rep.Completed == 0 || rep.Reruns == 0 {
+		t.Errorf("the run did not exercise reruns: %s", rep)
+	}
+	requireEveryAPI(t, rep)
+	requireContract(t, rep)
+}
+
 // The same in fenced mode, with gateway↔agent partitions: silent attempts are fenced and
 // rerun, and the agents' records show every earlier attempt's engine request closed before
 // the next attempt started.

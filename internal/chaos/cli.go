@@ -59,6 +59,7 @@ Flags:
 	fs.DurationVar(&cfg.DecodePerToken, "decode-per-token", 2*time.Millisecond, "simulated decode time per token (10ms with --target or --exhaustive, unless set)")
 	fs.Float64Var(&cfg.Rate, "rate", 150, "requests started per second (in-process run)")
 	fs.BoolVar(&cfg.Fenced, "fenced", false, "put an agent (behind a fault proxy) in front of every replica")
+	fs.IntVar(&cfg.MaxOutstanding, "max-outstanding", 0, "the gateway's requests in flight on each replica (in-process run; 0: none): more wait in the pool's queue")
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "how many times to cut a random gateway-replica link (in-process run; the agent's with --fenced, the engine's without)")
 	verbose := fs.Bool("verbose", false, "show the gateway's and the agents' logs on stderr")
 

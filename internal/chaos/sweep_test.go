@@ -36,6 +36,10 @@ type badProxy struct {
 	behave func(p *badProxy, w *recordingWriter, r *http.Request, body []byte)
 	client *http.Client
 
+	// cases counts the case requests still being handled: a handler may outlive its
+	// client (keepDecoding), and what it wrote is recorded when it returns.
+	cases sync.WaitGroup
+
 	mu       sync.Mutex
 	replicas []ReplicaEnv
 	body     []byte // the last case request's body, as the client sent it
@@ -76,6 +80,8 @@ func (p *badProxy) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(rw, resp.Body)
 		return
 	}
+	p.cases.Add(1)
+	defer p.cases.Done()
 	p.behave(p, rw, r, body)
 	p.mu.Lock()
 	p.body, p.sent, p.status, p.ctype = body, rw.buf.Bytes(), rw.status, rw.ctype
@@ -106,8 +112,10 @@ type proxied struct {
 	ctype      string
 }
 
-// caseRequest is what the proxy received and sent for the last case.
+// caseRequest is what the proxy received and sent for the last case, once its handler
+// has returned.
 func (p *badProxy) caseRequest() proxied {
+	p.cases.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return proxied{p.body, p.sent, p.status, p.ctype}

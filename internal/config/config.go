@@ -100,6 +100,9 @@ type Model struct {
 	// When every replica is at a limit, new requests get 429 with Retry-After at once instead
 	// of queueing without bound. Default 32; 0 keeps the default, -1 disables.
 	MaxQueue int `yaml:"max_queue"`
+	// Queue is where requests wait when every replica is at its capacity (docs/design.md
+	// §3, "The queue").
+	Queue Queue `yaml:"queue"`
 	// ReplicasFrom discovers replicas from DNS (a Kubernetes headless Service): every
 	// address the name resolves to is a replica, besides those listed in Replicas.
 	ReplicasFrom *Discovery `yaml:"replicas_from"`
@@ -113,6 +116,19 @@ type Model struct {
 	// Canary, when set, checks that the replicas of each fingerprint group answer a fixed
 	// greedy probe alike (docs/design.md §3). Off when absent.
 	Canary *Canary `yaml:"canary"`
+}
+
+// Queue configures a pool's queue: a request that finds every replica at its capacity
+// (max_outstanding) waits for a slot, in its key's priority class and fair share, instead
+// of being refused. Without max_outstanding no request waits here (the engines queue
+// them).
+type Queue struct {
+	// MaxWait is how long a request waits before 503 queue_timeout. Default 30s.
+	MaxWait Duration `yaml:"max_wait"`
+	// MaxLen bounds the waiting requests; when full, the lowest class is shed first, and
+	// within it the key furthest over its share (429 queue_full). Default 1024; -1: no
+	// queue (all at capacity: 429 pool_overloaded at once).
+	MaxLen int `yaml:"max_len"`
 }
 
 // Canary configures the consistency canary of a pool: on a schedule, and whenever a
@@ -179,7 +195,17 @@ type Affinity struct {
 	// LoadBound: the preferred replica is used while its load is at most LoadBound times
 	// the least loaded replica's (plus one). Default 1.5.
 	LoadBound float64 `yaml:"load_bound"`
+	// Policy: cache_aware (default) sends a prompt to the replica the gateway sent the
+	// longest prefix of it to, within LoadBound, as far as that replica's KV cache holds;
+	// prefix_hash to the replica a hash of its first PrefixBytes bytes prefers.
+	Policy string `yaml:"policy"`
 }
+
+// Affinity policies.
+const (
+	AffinityCacheAware = "cache_aware"
+	AffinityPrefixHash = "prefix_hash"
+)
 
 // Discovery finds a pool's replicas in DNS. Addresses that appear join after a passing
 // probe; addresses that vanish drain (running requests finish, no new work) and are then
@@ -426,7 +452,27 @@ type APIKey struct {
 	// Traces, when set (off, errors or all), replaces the gateway's traces.mode for the
 	// key's requests. Admin keys take none.
 	Traces TraceMode `yaml:"traces"`
+	// Weight is the key's share of a full pool's freed slots against the other keys
+	// waiting in its class (docs/design.md §3, "The queue"). Default 1.
+	Weight int `yaml:"weight"`
+	// Priority is the key's class: a waiting request of a higher class takes a freed slot
+	// before any of a lower one, and the lowest class is shed first. Default 0, within
+	// [MinPriority, MaxPriority].
+	Priority int `yaml:"priority"`
+	// FairnessHeader: the key may name, in X-Fencegate-Fairness-Id, whom a request is
+	// for; the key's share is then divided equally between those ids (a platform that
+	// fronts many users with one key). Otherwise the header is ignored.
+	FairnessHeader bool `yaml:"fairness_header"`
+	// PriorityHeader: the key may set a request's class in X-Fencegate-Priority (any in
+	// [MinPriority, MaxPriority]). Otherwise the header is ignored.
+	PriorityHeader bool `yaml:"priority_header"`
 }
+
+// The priority classes a key or a request may name.
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
 
 // HasPlaintextKeys reports whether a key is written in the configuration in plain text
 // (key:), which the gateway warns about at start.

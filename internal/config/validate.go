@@ -37,6 +37,8 @@ const (
 	DefaultMaxReplayBytes    = 8 << 20
 	DefaultScrapeEvery       = time.Second
 	DefaultMaxQueue          = 32
+	DefaultQueueMaxWait      = 30 * time.Second
+	DefaultQueueMaxLen       = 1024
 	DefaultAffinityPrefix    = 512
 	DefaultAffinityBound     = 1.5
 	DefaultPrefillRate       = 10000.0
@@ -236,6 +238,15 @@ func (m *Model) validate(field string) error {
 		return fmt.Errorf("%s.max_queue: %d must be positive, or -1 to disable", field, m.MaxQueue)
 	}
 	switch {
+	case m.Queue.MaxLen == 0:
+		m.Queue.MaxLen = DefaultQueueMaxLen
+	case m.Queue.MaxLen < -1:
+		return fmt.Errorf("%s.queue.max_len: %d must be positive, or -1 for no queue", field, m.Queue.MaxLen)
+	}
+	if err := defaultPositive(&m.Queue.MaxWait, DefaultQueueMaxWait, field+".queue.max_wait"); err != nil {
+		return err
+	}
+	switch {
 	case m.Affinity.PrefixBytes == 0:
 		m.Affinity.PrefixBytes = DefaultAffinityPrefix
 	case m.Affinity.PrefixBytes < -1:
@@ -243,6 +254,13 @@ func (m *Model) validate(field string) error {
 	}
 	if m.Affinity.LoadBound == 0 {
 		m.Affinity.LoadBound = DefaultAffinityBound
+	}
+	switch m.Affinity.Policy {
+	case "":
+		m.Affinity.Policy = AffinityCacheAware
+	case AffinityCacheAware, AffinityPrefixHash:
+	default:
+		return fmt.Errorf("%s.affinity.policy: %q must be %s or %s", field, m.Affinity.Policy, AffinityCacheAware, AffinityPrefixHash)
 	}
 	if m.Affinity.LoadBound < 1 {
 		return fmt.Errorf("%s.affinity.load_bound: %g must be >= 1", field, m.Affinity.LoadBound)
@@ -439,6 +457,18 @@ func (a *Auth) validate() error {
 			}
 			if admin && (len(k.Models) > 0 || k.MaxConcurrent != 0 || k.RPM != 0 || k.TPM != 0 || k.Traces != "") {
 				return fmt.Errorf("%s: admin keys take no models, limits or traces", f)
+			}
+			if admin && (k.Weight != 0 || k.Priority != 0 || k.FairnessHeader || k.PriorityHeader) {
+				return fmt.Errorf("%s: admin keys take no weight, priority or queue headers", f)
+			}
+			switch {
+			case k.Weight == 0 && !admin:
+				k.Weight = 1
+			case k.Weight < 0:
+				return fmt.Errorf("%s.weight: %d must be positive", f, k.Weight)
+			}
+			if k.Priority < MinPriority || k.Priority > MaxPriority {
+				return fmt.Errorf("%s.priority: %d is outside [%d, %d]", f, k.Priority, MinPriority, MaxPriority)
 			}
 			if err := k.Traces.normalize(f + ".traces"); err != nil {
 				return err

@@ -156,6 +156,14 @@ func (m *Machine) noReplica(attempt int, reason EndReason) {
 		e.Status, e.Type, e.Code = 429, "rate_limit_error", "pool_overloaded"
 		e.Message = fmt.Sprintf("every replica of model %q is at its load limit; retry later", m.cfg.Model)
 	}
+	switch reason {
+	case NoReplicaQueueFull:
+		e.Status, e.Type, e.Code = 429, "rate_limit_error", string(NoReplicaQueueFull)
+		e.Message = fmt.Sprintf("every replica of model %q is at its capacity and its queue is full; retry later", m.cfg.Model)
+	case NoReplicaQueueTimeout:
+		e.Code = string(NoReplicaQueueTimeout)
+		e.Message = fmt.Sprintf("every replica of model %q stayed at its capacity for as long as the request may wait in the queue; retry later", m.cfg.Model)
+	}
 	if reason == NoReplicaPinned {
 		e.Code = string(NoReplicaPinned)
 		e.Message = "the previous response this request continues (previous_response_id) is stored only on the replica that produced it, and that replica cannot take the request now; it is not run elsewhere, where that state does not exist"
@@ -172,8 +180,13 @@ func (m *Machine) noReplica(attempt int, reason EndReason) {
 		prev := m.attempts[len(m.attempts)-1]
 		e.Message = fmt.Sprintf("attempt %d on replica %s failed before any output (%s) and no other compatible replica of model %q is available",
 			prev.N, prev.Replica, prev.EndReason, m.cfg.Model)
-		if reason == NoReplicaOverloaded {
+		switch reason {
+		case NoReplicaOverloaded:
 			e.Message += " (all are at their load limit)"
+		case NoReplicaQueueFull:
+			e.Message += " (all are at their capacity and the queue is full)"
+		case NoReplicaQueueTimeout:
+			e.Message += " (all stayed at their capacity while it waited in the queue)"
 		}
 	}
 	m.discardHeld()

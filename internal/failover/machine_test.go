@@ -466,3 +466,30 @@ func TestRerunCostAndShed(t *testing.T) {
 		t.Fatalf("shed error %+v", e)
 	}
 }
+
+// A wait in the pool's queue ends the request, when no slot came, with the queue's own
+// codes; keepalives went on while it waited, and nothing was delivered.
+func TestQueueEnds(t *testing.T) {
+	for _, tc := range []struct {
+		reason EndReason
+		status int
+		code   string
+	}{{NoReplicaQueueFull, 429, "queue_full"}, {NoReplicaQueueTimeout, 503, "queue_timeout"}} {
+		s := newShell(t, Config{Stream: true, Keepalive: time.Second, MaxAttempts: 2})
+		t0 := s.now
+		s.step(Event{Kind: EvStart})
+		// Waiting: the attempt is not dispatched, and keepalives go out.
+		s.now = t0.Add(time.Second)
+		if acts := s.step(Event{Kind: EvTick}); len(acts) != 2 || acts[0].Kind != ActSendHeaders || acts[1].Kind != ActKeepalive {
+			t.Fatalf("%s: while queued got %s", tc.code, kinds(acts))
+		}
+		acts := s.step(Event{Kind: EvNoReplica, Attempt: 1, Reason: tc.reason})
+		last := acts[len(acts)-1]
+		if last.Kind != ActFail || last.Err.Status != tc.status || last.Err.Code != tc.code || !last.AsEvent {
+			t.Fatalf("%s: got %s %+v", tc.code, kinds(acts), last.Err)
+		}
+		if s.m.Committed() || s.m.Outcome() != Failed {
+			t.Fatalf("%s: committed %v, outcome %v", tc.code, s.m.Committed(), s.m.Outcome())
+		}
+	}
+}

@@ -37,6 +37,13 @@ const (
 	// Responses previous_response_id), and that replica cannot serve it: running it
 	// elsewhere would silently lose that state. It is also the client's error code.
 	NoReplicaPinned EndReason = "previous_response_unavailable"
+	// NoReplicaQueueFull says every replica is at its capacity and the pool's queue is full
+	// (the request was refused, or shed for one of a higher class or a fairer share); it
+	// is also the client's error code (429).
+	NoReplicaQueueFull EndReason = "queue_full"
+	// NoReplicaQueueTimeout says the request waited in the pool's queue for queue.max_wait
+	// and no slot freed for it; also the client's error code (503).
+	NoReplicaQueueTimeout EndReason = "queue_timeout"
 )
 
 // Ends the shell finds while it reads an attempt or runs the request.

@@ -20,6 +20,7 @@ type accessEntry struct {
 	attempts                int
 	delivered               int
 	ttft                    time.Duration // 0: no output was delivered
+	queued                  time.Duration // waited in the pool's queue (ttft includes it)
 }
 
 type accessKey struct{}
@@ -37,6 +38,7 @@ func noteEnd(r *http.Request, end request.End) {
 		return
 	}
 	a.outcome, a.attempts, a.delivered, a.replica, a.ttft = end.Outcome.String(), end.Attempts, end.Delivered, end.Replica, end.TTFT
+	a.queued = end.Queued
 	if end.ErrCode != "" {
 		a.errCode = end.ErrCode
 	}
@@ -101,6 +103,9 @@ func (s *Server) withAccessLog(h http.HandlerFunc) http.HandlerFunc {
 				slog.Int("delivered_output_tokens", entry.delivered))
 			if entry.ttft > 0 {
 				attrs = append(attrs, slog.Float64("ttft_ms", float64(entry.ttft.Microseconds())/1000))
+			}
+			if entry.queued > 0 {
+				attrs = append(attrs, slog.Float64("queued_ms", float64(entry.queued.Microseconds())/1000))
 			}
 		}
 		if entry.tenant != "" {

@@ -23,6 +23,9 @@ type apiKey struct {
 	limits limits.Limits
 	// traces is the key's own trace mode ("": the gateway's traces.mode).
 	traces config.TraceMode
+	// queue is the key's place in a full pool's queue (queueClass): its weight and
+	// class, and which headers may change them.
+	queue keyQueue
 }
 
 // mayUse reports whether the key may use model: to a key limited to some models, the
@@ -37,7 +40,8 @@ func buildKeys(a config.Auth) map[string]apiKey {
 	keys := make(map[string]apiKey)
 	for _, k := range a.Keys {
 		keys[configDigest(k)] = apiKey{ID: k.ID, models: k.Models, traces: k.Traces,
-			limits: limits.Limits{MaxConcurrent: int64(k.MaxConcurrent), RPM: int64(k.RPM), TPM: int64(k.TPM)}}
+			limits: limits.Limits{MaxConcurrent: int64(k.MaxConcurrent), RPM: int64(k.RPM), TPM: int64(k.TPM)},
+			queue:  keyQueue{weight: k.Weight, priority: k.Priority, fairnessHeader: k.FairnessHeader, priorityHeader: k.PriorityHeader}}
 	}
 	for _, k := range a.AdminKeys {
 		keys[configDigest(k)] = apiKey{ID: k.ID, Admin: true}

@@ -74,7 +74,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 		return
 	}
 	params := request.Params{ID: id, Config: l.cfg, W: w, R: r, Req: req, Members: members, Start: now, Pinned: pinned,
-		Traces: traceModeFor(l.cfg, k)}
+		Traces: traceModeFor(l.cfg, k), Class: queueClass(k, r)}
 	row := store.Request{
 		ID: id, Tenant: tenant, Model: req.Model, Stream: req.Stream, Phase: store.PhaseRouting,
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
@@ -92,6 +92,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	// affinityBytes, unless a reload raised them since l was read: that request goes
 	// without affinity.
 	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
+	params.Blocks = promptBlocks(req.Endpoint, params.Members)
 	rn := request.New(s.services, p.requests, params)
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this

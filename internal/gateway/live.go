@@ -63,7 +63,7 @@ func (s *Server) build(cfg *config.Config, prev *live) (*live, error) {
 			p, fresh = prev.pools[m.Name], false
 		} else {
 			p = newPool(m, cfg, now)
-			p.requests = requestPool{p, s}
+			p.requests, p.srv = requestPool{p, s}, s
 		}
 		plans = append(plans, plan{p, m, specs, fresh})
 		l.pools[m.Name] = p

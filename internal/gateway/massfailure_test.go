@@ -35,6 +35,7 @@ func TestMassFailureUnderLoad(t *testing.T) {
 		sim:      func(i int, c *sim.Config) { c.DecodePerToken = 3 * time.Millisecond; c.MaxRunning = 2 },
 		config: func(c *config.Config) {
 			c.Models[0].MaxOutstanding = maxOutstanding
+			c.Models[0].Queue.MaxLen = -1 // refused at once, as this test expects
 			c.Policy.RetryBudget = config.RetryBudget{Ratio: &r, MinPerSecond: &perSecond, Burst: &b}
 		},
 	})

@@ -30,6 +30,10 @@ type metrics struct {
 	// healthy replica of its pool.
 	ejections     *prometheus.CounterVec
 	ejectionsHeld *prometheus.CounterVec
+	// queueLen, queueWait and queueEnded are the pools' queues (queue.go), by class.
+	queueLen   *prometheus.GaugeVec
+	queueWait  *prometheus.HistogramVec
+	queueEnded *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -55,6 +59,14 @@ func newMetrics(s *Server) *metrics {
 		Help: "Replicas ejected (out of rotation for a while, however their health probe answers) after health.eject_after consecutive failed attempts."}, []string{"model", "replica"})
 	m.ejectionsHeld = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_replica_ejections_held_total",
 		Help: "Failed attempts that reached health.eject_after on a replica that was not ejected, because no other replica of its pool was healthy."}, []string{"model", "replica"})
+	m.queueLen = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fencegate_queue_length",
+		Help: "Requests waiting in the model's queue for a slot (every replica at its capacity), by priority class."}, []string{"model", "priority"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fencegate_queue_wait_seconds",
+		Help:    "How long a request waited in the model's queue before a slot was granted to it, by priority class.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"model", "priority"})
+	m.queueEnded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_queue_ended_total",
+		Help: "Waits in the model's queue by how they ended: dequeued (a slot was granted), expired (queue.max_wait: 503 queue_timeout), shed (the queue was full: 429 queue_full), left (the request ended while it waited)."},
+		[]string{"model", "priority", "end"})
 	backendUp := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fencegate_limits_backend_up",
 		Help: "1 when the per-key limits are counted where limits.backend says (always with local); 0 while its Redis is unreachable."},
 		func() float64 {
@@ -72,7 +84,7 @@ func newMetrics(s *Server) *metrics {
 			return 0
 		})
 	m.reg.MustRegister(m.requests, m.attempts, m.reruns, m.shed, m.softTimeouts, m.ttft, m.delivered, m.limited,
-		m.ejections, m.ejectionsHeld, backendUp, storeUp,
+		m.ejections, m.ejectionsHeld, m.queueLen, m.queueWait, m.queueEnded, backendUp, storeUp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &poolCollector{s: s})
 	return m
 }
@@ -91,6 +103,9 @@ var (
 		[]string{"model", "replica"}, nil)
 	replicaWaitingDesc = prometheus.NewDesc("fencegate_replica_engine_waiting", "Requests waiting in the engine, as it last reported.",
 		[]string{"model", "replica"}, nil)
+	replicaPrefixDesc = prometheus.NewDesc("fencegate_replica_prefix_blocks",
+		"Prompt blocks (256 bytes of request JSON each) the cache-aware policy records as sent to the replica, and the most it keeps (bounded by the engine's KV cache).",
+		[]string{"model", "replica", "of"}, nil)
 	budgetDesc = prometheus.NewDesc("fencegate_retry_budget_tokens", "Reruns the pool's retry budget allows now.",
 		[]string{"model"}, nil)
 	journalPendingDesc = prometheus.NewDesc("fencegate_journal_pending", "Journal mutations waiting to be written.", nil, nil)
@@ -103,6 +118,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicaStateDesc
 	ch <- replicaOutstandingDesc
 	ch <- replicaWaitingDesc
+	ch <- replicaPrefixDesc
 	ch <- budgetDesc
 	ch <- journalPendingDesc
 	ch <- availableDesc
@@ -121,6 +137,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(replicaStateDesc, prometheus.GaugeValue, 1, name, r.Name, st.String())
 			ch <- prometheus.MustNewConstMetric(replicaOutstandingDesc, prometheus.GaugeValue, float64(r.Outstanding), name, r.Name)
 			ch <- prometheus.MustNewConstMetric(replicaWaitingDesc, prometheus.GaugeValue, float64(r.Load.Waiting), name, r.Name)
+			if p.b.Limits.CacheAware && r.Prefix != nil {
+				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Len()), name, r.Name, "recorded")
+				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Capacity), name, r.Name, "capacity")
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, p.budget.Tokens(now), name)
 		ch <- prometheus.MustNewConstMetric(availableDesc, prometheus.GaugeValue, float64(available), name)

@@ -39,6 +39,10 @@ type pool struct {
 	// noneAnnounced: the pool's having no healthy replica was logged, and none came back
 	// since (announce.go).
 	noneAnnounced bool
+	// queue holds the requests that wait for a slot (queue.go); srv is the gateway, whose
+	// metrics count them.
+	queue poolQueue
+	srv   *Server
 }
 
 // member is one replica as the gateway knows it besides its balance state. The pool's lock
@@ -97,9 +101,11 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	if m.Affinity.PrefixBytes < 0 {
 		p.b.Limits.AffinityBound = 0
 	}
+	p.b.Limits.CacheAware = m.Affinity.Policy == config.AffinityCacheAware && m.Affinity.PrefixBytes >= 0
 	p.affinityBytes = m.Affinity.PrefixBytes
 	p.allowCross = c.Policy.AllowCrossFingerprintRerun
 	p.canary = m.Canary
+	p.configureQueue(m.Queue.MaxWait.D(), m.Queue.MaxLen)
 	for _, r := range p.b.Replicas {
 		// A canary taken away no longer distrusts any replica's cache.
 		r.NoAffinity = p.canary != nil && r.NoAffinity
@@ -124,7 +130,8 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		m := p.members[sp.Name]
 		r := p.b.Find(sp.Name)
 		if m == nil || r == nil {
-			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp)}
+			r = &balance.Replica{Name: sp.Name, URL: sp.URL, Priority: sp.Priority, Fingerprint: maps.Clone(fp),
+				Prefix: balance.NewPrefixRecord(defaultPrefixBlocks)}
 			p.b.Add(r, probed)
 			m = &member{source: source, running: make(map[*request.Attempt]struct{})}
 			p.members[sp.Name] = m
@@ -206,10 +213,23 @@ func (p *pool) links() []*agentLink {
 
 // acquire picks a replica for attempt a as w asks and registers a on it. A rerun goes only
 // to a replica the request has not tried, with the fingerprint of its first attempt that
-// reached a replica (unless allowed otherwise).
+// reached a replica (unless allowed otherwise). When every replica is at its capacity, a
+// waits in the pool's queue if the pool has one (queue.go).
 func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c := p.choose(now, w)
+	if c.Replica == nil {
+		if c.Shed && !p.queue.off && p.knowsCapacity() {
+			return p.enqueue(now, w, a), false
+		}
+		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
+	}
+	return p.take(c.Replica, a, w.Blocks), true
+}
+
+// choose picks the replica for w, without taking it. Callers hold mu.
+func (p *pool) choose(now time.Time, w request.Want) balance.Choice {
 	// A rerun stays within the fingerprint of the first attempt that reached a replica
 	// (one that never did ran nothing there).
 	var first *balance.Replica
@@ -226,21 +246,35 @@ func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (reque
 		return failover.Tried(w.Attempts, r.Name) || (first != nil && !p.allowCross && (!balance.Compatible(first, r) ||
 			p.diverging(first.Name) || p.diverging(r.Name)))
 	}
-	c := p.b.Pick(now, exclude, w.Affinity)
-	if c.Replica == nil {
-		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
+	return p.b.PickPrompt(now, exclude, w.Affinity, w.Blocks)
+}
+
+// take counts attempt a on r and returns it as a request's pick; blocks are the prompt's
+// (balance.PrefixBlocks), which r will hold once it has prefilled them. Callers hold mu.
+func (p *pool) take(r *balance.Replica, a *request.Attempt, blocks []uint64) request.Pick {
+	if p.b.Limits.CacheAware && r.Prefix != nil {
+		// The next turn of the conversation finds its history here.
+		r.Prefix.Insert(blocks)
 	}
-	c.Replica.Outstanding++
-	c.Replica.PeakOutstanding = max(c.Replica.PeakOutstanding, c.Replica.Outstanding)
-	m := p.members[c.Replica.Name]
+	r.Outstanding++
+	r.PeakOutstanding = max(r.PeakOutstanding, r.Outstanding)
+	m := p.members[r.Name]
 	m.running[a] = struct{}{}
 	engine := m.engineKind()
-	pk := request.Pick{Replica: c.Replica.Name, URL: c.Replica.URL, Revision: c.Replica.Fingerprint["revision"], Key: m.key,
+	pk := request.Pick{Replica: r.Name, URL: r.URL, Revision: r.Fingerprint["revision"], Key: m.key,
 		UsagePerChunk: engine == "vllm" || engine == "sglang", ClosesStreams: engine == "llamacpp"}
 	if m.link != nil {
 		pk.Agent = m.link
 	}
-	return pk, true
+	return pk
+}
+
+// untake undoes take for an attempt that will never run. Callers hold mu.
+func (p *pool) untake(r *balance.Replica, a *request.Attempt) {
+	r.Outstanding = max(r.Outstanding-1, 0)
+	if m := p.members[r.Name]; m != nil {
+		delete(m.running, a)
+	}
 }
 
 // release ends attempt a on its replica and tells the replica's balance state how the
@@ -269,6 +303,7 @@ func (p *pool) release(s *Server, a *request.Attempt, info failover.AttemptInfo,
 		delete(m.running, a)
 	}
 	p.dropIfIdle(name)
+	p.grantWaiting(s.now()) // its slot may be free: the next waiter takes it
 	model, ejectAfter := p.b.Model, p.b.EjectAfter
 	p.mu.Unlock()
 	if registered {
@@ -361,6 +396,7 @@ func (p *pool) overloaded(name string, until time.Time, reason failover.EndReaso
 
 func (p *pool) probeResult(name string, ok bool, reason string) {
 	p.with(name, func(r *balance.Replica) {
+		defer p.grantWaitingNow()
 		p.b.ProbeResult(r, ok, reason)
 		m := p.members[name]
 		if m == nil {
@@ -446,6 +482,9 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 func (p *pool) retryAfter(now time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.queue.q.Len() > 0 {
+		return p.queueRetryAfter(now)
+	}
 	soonest := time.Time{}
 	for _, r := range p.b.Replicas {
 		if t := r.AvailableAt(now); !t.IsZero() && (soonest.IsZero() || t.Before(soonest)) {

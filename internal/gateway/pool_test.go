@@ -82,7 +82,7 @@ func TestSlowReplicaIsNotFailedOver(t *testing.T) {
 func TestShedWhenEveryReplicaIsFull(t *testing.T) {
 	e := newEnv(t, envOptions{
 		sim:    func(i int, c *sim.Config) { c.DecodePerToken = 50 * time.Millisecond },
-		config: func(c *config.Config) { c.Models[0].MaxOutstanding = 1 },
+		config: func(c *config.Config) { c.Models[0].MaxOutstanding, c.Models[0].Queue.MaxLen = 1, -1 },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"strconv"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/openai"
 )
 
 // prefixMemory is the gateway's own record of which replicas recently prefilled a prompt
@@ -59,17 +62,88 @@ func (p *pool) notePrefix(key uint64, replica string, now time.Time) {
 }
 
 // cachedPrefix is the prompt prefix, in bytes, that a replica none of a request's attempts
-// ran on likely holds in cache (0: none does).
-func (p *pool) cachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int {
+// ran on likely holds in cache (0: none does): under the cache-aware policy the longest
+// prefix of blocks any such replica's record holds, else the affinity prefix when a
+// replica recently prefilled it. A replica whose cache the canary distrusts holds nothing.
+func (p *pool) cachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.b.Limits.CacheAware && len(blocks) > 0 {
+		longest := 0
+		for _, r := range p.b.Replicas {
+			if r.Prefix != nil && !r.NoAffinity && !failover.Tried(attempts, r.Name) {
+				longest = max(longest, r.Prefix.Match(blocks))
+			}
+		}
+		return longest * balance.PrefixBlockBytes
+	}
 	if key == 0 {
 		return 0
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, r := range p.b.Replicas {
 		if !failover.Tried(attempts, r.Name) && !r.NoAffinity && p.prefixes.cachedOn(key, r.Name, now) {
 			return p.affinityBytes
 		}
 	}
 	return 0
+}
+
+// Bounds of a replica's prompt record (balance.PrefixRecord), in blocks of
+// balance.PrefixBlockBytes. The record is sized at recordPerCacheByte times what the
+// engine's KV cache holds at a generous cacheBytesPerToken of JSON a token: generously,
+// because forgetting a conversation the engine still holds sends its next turn to a cold
+// replica, while remembering one the engine has partly evicted only sends it back where
+// the rest of its prefix is — what pinning each conversation to a replica does. Within
+// minPrefixBlocks and maxPrefixBlocks (about 100 bytes of the gateway's memory a block);
+// defaultPrefixBlocks when the engine does not say.
+const (
+	minPrefixBlocks     = 1 << 10
+	maxPrefixBlocks     = 1 << 16
+	defaultPrefixBlocks = 1 << 14
+	cacheBytesPerToken  = 8
+	recordPerCacheByte  = 8
+)
+
+// prefixCapacity is the record's capacity for an engine that reports its cache as
+// vllm:cache_config_info does (num_gpu_blocks of block_size tokens); ok is false when it
+// does not.
+func prefixCapacity(cacheConfig map[string]string) (int, bool) {
+	blocks, err1 := strconv.Atoi(cacheConfig["num_gpu_blocks"])
+	size, err2 := strconv.Atoi(cacheConfig["block_size"])
+	if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
+		return 0, false
+	}
+	n := blocks * size * cacheBytesPerToken * recordPerCacheByte / balance.PrefixBlockBytes
+	return min(max(n, minPrefixBlocks), maxPrefixBlocks), true
+}
+
+// promptMembers are the members of a request that make its prompt, in the order engines'
+// templates render them (tools first: templates put their descriptions in the system
+// part).
+var promptMembers = map[openai.Endpoint][]string{
+	openai.Chat:        {"tools", "messages"},
+	openai.Completions: {"prompt"},
+	openai.Messages:    {"tools", "system", "messages"},
+	openai.Responses:   {"tools", "instructions", "input"},
+}
+
+// maxPromptBlocks bounds the blocks hashed of one prompt: 16 MiB of JSON.
+const maxPromptBlocks = 16 << 20 / balance.PrefixBlockBytes
+
+// promptBlocks is the prompt's chained block hashes for the cache-aware policy, from the
+// client's bytes of the members that make it (nil: an endpoint without a prompt).
+func promptBlocks(ep openai.Endpoint, members openai.Members) []uint64 {
+	names := promptMembers[ep]
+	if len(names) == 0 {
+		return nil
+	}
+	var parts [3][]byte
+	n := 0
+	for _, name := range names {
+		if v, ok := members.Get(name); ok {
+			parts[n] = v
+			n++
+		}
+	}
+	return balance.PrefixBlocks(maxPromptBlocks, parts[:n]...)
 }

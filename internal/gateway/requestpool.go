@@ -18,6 +18,12 @@ func (rp requestPool) Acquire(now time.Time, w request.Want, a *request.Attempt)
 	return rp.p.acquire(now, w, a)
 }
 
+func (rp requestPool) Unqueue(a *request.Attempt, now time.Time, why request.QueueEnd) (request.Pick, request.QueueEnd) {
+	rp.p.mu.Lock()
+	defer rp.p.mu.Unlock()
+	return rp.p.unqueue(a, now, why)
+}
+
 func (rp requestPool) Release(a *request.Attempt, info failover.AttemptInfo, dispatched bool) {
 	rp.p.release(rp.s, a, info, dispatched)
 }
@@ -41,8 +47,8 @@ func (rp requestPool) NotePrefix(key uint64, replica string, now time.Time) {
 	rp.p.notePrefix(key, replica, now)
 }
 
-func (rp requestPool) CachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int {
-	return rp.p.cachedPrefix(key, attempts, now)
+func (rp requestPool) CachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int {
+	return rp.p.cachedPrefix(key, blocks, attempts, now)
 }
 
 func (rp requestPool) Targets() []request.Target {

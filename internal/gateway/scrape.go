@@ -186,11 +186,15 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 		return
 	}
 	p.b.ReportLoad(r, balance.Load{Running: snap.Running, Waiting: snap.Waiting, KVUsage: snap.KVUsage, At: now})
+	p.grantWaiting(now) // the engine may have room now, or a Retry-After have passed
 	if snap.Engine != "" {
 		m.detected = snap.Engine
 	}
 	if snap.CacheConfig == nil {
 		return
+	}
+	if n, ok := prefixCapacity(snap.CacheConfig); ok && r.Prefix != nil {
+		r.Prefix.Capacity = n
 	}
 	source := sourceMetrics
 	if snap.Engine == "" {

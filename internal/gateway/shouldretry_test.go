@@ -165,10 +165,30 @@ var shouldRetryCases = []shouldRetryCase{
 	{code: "rerun_too_expensive", env: envOptions{config: func(c *config.Config) { c.Policy.MaxRerunPrefillTokens = 1 }}, do: func(t *testing.T, e *env) *http.Response {
 		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2), "X-Sim-Fault", "reset@prefill")
 	}},
-	{code: "pool_overloaded", env: envOptions{sim: slowReplicas, config: func(c *config.Config) { c.Models[0].MaxOutstanding = 1 }}, do: func(t *testing.T, e *env) *http.Response {
+	{code: "pool_overloaded", env: envOptions{sim: slowReplicas, config: func(c *config.Config) { c.Models[0].MaxOutstanding, c.Models[0].Queue.MaxLen = 1, -1 }}, do: func(t *testing.T, e *env) *http.Response {
 		runningStream(t, e, streamBody(slowPrompt, slowMaxTokens))
 		runningStream(t, e, streamBody(slowPrompt+" too", slowMaxTokens))
 		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2))
+	}},
+	{code: "queue_full", env: envOptions{sim: slowReplicas, config: func(c *config.Config) {
+		c.Models[0].MaxOutstanding, c.Models[0].Queue.MaxLen = 1, 1
+		c.Policy.Keepalive = config.Duration(10 * time.Millisecond)
+	}}, do: func(t *testing.T, e *env) *http.Response {
+		runningStream(t, e, streamBody(slowPrompt, slowMaxTokens))
+		runningStream(t, e, streamBody(slowPrompt+" too", slowMaxTokens))
+		waiting, err := http.Post(e.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(streamBody("waits", 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { waiting.Body.Close() }) // its headers came with its first keepalive: it waits
+		return post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2))
+	}},
+	{code: "queue_timeout", env: envOptions{sim: slowReplicas, config: func(c *config.Config) {
+		c.Models[0].MaxOutstanding, c.Models[0].Queue.MaxWait = 1, config.Duration(50*time.Millisecond)
+	}}, do: func(t *testing.T, e *env) *http.Response {
+		runningStream(t, e, streamBody(slowPrompt, slowMaxTokens))
+		runningStream(t, e, streamBody(slowPrompt+" too", slowMaxTokens))
+		return post(t, e.srv.URL+"/v1/chat/completions", chatFor("sim-model", 2))
 	}},
 	{code: "rate_limit_exceeded", env: envOptions{config: withKeys(config.APIKey{ID: "team", Key: retryKey, RPM: 1})}, do: func(t *testing.T, e *env) *http.Response {
 		readAll(t, post(t, e.srv.URL+"/v1/chat/completions", streamBody("x", 2), "Authorization", "Bearer "+retryKey))

@@ -23,6 +23,8 @@ var shouldRetry = map[string]bool{
 	"rate_limit_exceeded":            true,
 	"no_healthy_replica":             true,
 	"pool_overloaded":                true,
+	"queue_full":                     true,
+	"queue_timeout":                  true,
 	"retry_budget_exhausted":         true,
 	"rerun_too_expensive":            true,
 	"gateway_shutdown":               false,

@@ -60,23 +60,42 @@ type Attempt struct {
 func (a *Attempt) Replica() string { return a.replica }
 
 // startAttempt chooses a replica for attempt n (never one this request already tried),
-// sends the request and reports the choice to the machine.
+// sends the request and reports the choice to the machine. When every replica is at its
+// capacity the attempt may wait in the pool's queue instead (wait.go): it is sent when
+// the pool grants it a slot.
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
 	a := &Attempt{n: n, stop: make(chan struct{}), box: rn.inbox}
-	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts()}, a)
+	since := rn.p.Start
+	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Blocks: rn.p.Blocks, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts(),
+		Class: rn.p.Class, Since: since}, a)
 	if !ok {
 		var reason failover.EndReason
 		switch {
-		case p.Pinned:
-			reason = failover.NoReplicaPinned
+		case p.Queued:
+			rn.startWaiting(a, n, p.Until, now)
+			return
+		case p.QueueFull:
+			reason = failover.NoReplicaQueueFull
+			rn.srv.Metrics().Shed(rn.rec.model)
 		case p.Shed:
+			// Also for a pinned request: its replica is there and busy, which is no reason
+			// to say the response it continues is gone.
 			reason = failover.NoReplicaOverloaded
 			rn.srv.Metrics().Shed(rn.rec.model)
+		case p.Pinned:
+			reason = failover.NoReplicaPinned
 		}
 		rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
 		return
 	}
+	rn.dispatch(a, n, p, now)
+}
+
+// dispatch sends attempt n, a, to the replica p the pool gave it, and reports the choice
+// to the machine.
+func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
+	rn.owner.check()
 	num := rn.p.AttemptBase + n
 	a.id, a.replica, a.url = store.AttemptID(rn.p.ID, num), p.Replica, p.URL
 	if a.agent = p.Agent; a.agent != nil {

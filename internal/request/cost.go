@@ -59,7 +59,7 @@ func (rn *Run) refineCost() {
 	if rerunTokenLimit(rn.p.Config) == 0 || rn.m.Committed() {
 		return
 	}
-	cached := rn.pool.CachedPrefix(rn.p.Affinity, rn.m.Attempts(), rn.now())
+	cached := rn.pool.CachedPrefix(rn.p.Affinity, rn.p.Blocks, rn.m.Attempts(), rn.now())
 	rn.m.SetPromptTokens(max(0, rn.cost.promptTokens-cached/bytesPerToken))
 }
 

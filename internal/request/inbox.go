@@ -24,6 +24,8 @@ const (
 	ctlShutdown
 	// ctlPromptTokens: an engine counted the prompt's tokens (the rerun cost).
 	ctlPromptTokens
+	// ctlQueue: the pool decided the wait of the queued attempt (Pool.Unqueue says how).
+	ctlQueue
 )
 
 // control is one event for a request's owner.
@@ -126,4 +128,12 @@ func shutdownError() *openai.Error {
 // waits for the owner, and is dropped once the request has ended. Safe from any goroutine.
 func (a *Attempt) ReplicaLost(class failover.FailureClass, reason failover.EndReason) {
 	a.box.post(control{kind: ctlAttemptFailed, a: a, failure: upstream.Failure{Class: class, Reason: reason}})
+}
+
+// QueueDecided tells the attempt's owner that its wait in the pool's queue ended (a slot
+// was granted to it, or it was shed or expired); the owner asks the pool how
+// (Pool.Unqueue). It never waits for the owner, and reports false once the request has
+// ended, when nothing will take the grant. Safe from any goroutine.
+func (a *Attempt) QueueDecided() bool {
+	return a.box.post(control{kind: ctlQueue, a: a})
 }

@@ -76,6 +76,12 @@ func (rn *Run) readInline(a *Attempt) {
 	bufs := rn.srv.ReadBuffers()
 	buf := bufs.Get().(*[]byte)
 	n, err := resp.Read(*buf)
+	if n > 0 && !rn.armedAt.IsZero() && !rn.now().Before(rn.armedAt) {
+		// The machine's deadline passed while the read waited, and the bytes came no
+		// earlier: the deadline is stepped first, as the timer would have fired first.
+		rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
+		rn.step(failover.Event{Kind: failover.EvTick})
+	}
 	if n > 0 {
 		// The buffer goes back to the pool once the client is flushed (handBackBuffers):
 		// the decoder reads the events in place.

@@ -43,6 +43,8 @@ type End struct {
 	TTFT time.Duration
 	// Delivered is the number of output tokens the client received.
 	Delivered int
+	// Queued is how long the request waited in its pool's queue (TTFT includes it).
+	Queued time.Duration
 }
 
 // update journals a change of the logical request, fenced by this gateway's ownership.
@@ -124,7 +126,7 @@ func (rn *Run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	rn.owner.check()
 	rc := &rn.rec
 	delivered := rn.m.Delivered()
-	rc.end = End{Outcome: o, Attempts: len(rn.atts.all), Delivered: delivered}
+	rc.end = End{Outcome: o, Attempts: len(rn.atts.all), Delivered: delivered, Queued: rn.queued(now)}
 	if cur := rn.atts.cur; cur != nil {
 		rc.end.Replica = cur.replica
 	}

@@ -32,6 +32,7 @@ type Run struct {
 	rec   recorder
 	atts  attempts
 	cost  cost
+	wait  waiting
 
 	inbox    *inbox
 	controls []control
@@ -73,10 +74,14 @@ type Params struct {
 	// Pinned is the one replica the request may run on: a Responses request continues a
 	// response stored there (previous_response_id).
 	Pinned string
-	// Affinity is the prompt prefix's affinity key in the pool (0: none).
+	// Affinity is the prompt prefix's affinity key in the pool (0: none); Blocks the
+	// prompt's chained block hashes for the cache-aware policy (nil: none).
 	Affinity uint64
+	Blocks   []uint64
 	// Traces is the request's trace mode (the key's, else the gateway's).
 	Traces config.TraceMode
+	// Class is the request's place in its pool's queue.
+	Class Class
 }
 
 // attempts are the attempts of a request, and the channel their readers report on.
@@ -194,7 +199,9 @@ func (rn *Run) Serve() End {
 			rn.onControls()
 		case <-rn.timer.C:
 			rn.armedAt = time.Time{}
-			rn.step(failover.Event{Kind: failover.EvTick})
+			if !rn.queueTimerFired() {
+				rn.step(failover.Event{Kind: failover.EvTick})
+			}
 		case <-rn.clientDone:
 			rn.clientDone = nil
 			rn.step(rn.clientGone())
@@ -237,6 +244,7 @@ func (rn *Run) drainReady() {
 func (rn *Run) teardown() {
 	rn.owner.check()
 	rn.timer.Stop()
+	rn.leaveQueue()
 	now := rn.now()
 	for _, a := range rn.atts.all {
 		if !a.ended {
@@ -267,6 +275,8 @@ func (rn *Run) onControls() {
 			rn.step(failover.Event{Kind: failover.EvAbort, Reason: failover.EndGatewayShutdown, Err: shutdownError()})
 		case ctlPromptTokens:
 			rn.promptCounted(c.tokens)
+		case ctlQueue:
+			rn.queueDecided(c.a)
 		}
 	}
 	clear(rn.controls)
@@ -290,8 +300,16 @@ func (rn *Run) queue(ev failover.Event) {
 // follow-up events those actions produced, in order.
 func (rn *Run) step(ev failover.Event) {
 	rn.owner.check()
-	rn.pending = append(rn.pending, ev)
+	rn.resume(func(time.Time) { rn.pending = append(rn.pending, ev) })
+}
+
+// resume runs f, which queues the events to step (an attempt granted a slot after it
+// waited in the queue is dispatched there), then steps them and their follow-ups as step
+// does.
+func (rn *Run) resume(f func(now time.Time)) {
+	rn.owner.check()
 	now := rn.now() // one reading per step: its follow-up events happen at the same instant
+	f(now)
 	for i := 0; i < len(rn.pending); i++ {
 		for _, a := range rn.m.Step(rn.pending[i], now) {
 			rn.perform(a, now)
@@ -365,6 +383,9 @@ func (rn *Run) perform(a failover.Action, now time.Time) {
 func (rn *Run) rearm() {
 	rn.owner.check()
 	d := rn.m.Deadline()
+	if u := rn.wait.until; rn.wait.a != nil && (d.IsZero() || u.Before(d)) {
+		d = u // the wait in the queue ends then, unless the pool decides before
+	}
 	if d.IsZero() || rn.m.Done() {
 		return
 	}

@@ -60,7 +60,8 @@ type Store interface {
 type Metrics interface {
 	// Rerun counts a rerun, by why the attempt before it ended.
 	Rerun(model string, after failover.EndReason)
-	// Shed counts a request no replica could take: all were at their load limit.
+	// Shed counts a request no replica could take: all were at their load limit (and it
+	// could not wait in the pool's queue).
 	Shed(model string)
 	// SlowFirstToken counts a stream whose first token took longer than the keepalive.
 	SlowFirstToken(model string)
@@ -78,9 +79,16 @@ type Metrics interface {
 // call any of them from its loop.
 type Pool interface {
 	// Acquire picks a replica for attempt a, as Want says, and counts a on it until
-	// Release; ok is false when none can take it (Pick.Shed and Pick.Pinned say why). The
-	// pool keeps a to fail it when the replica is found gone (Attempt.ReplicaLost).
+	// Release; ok is false when none can take it (Pick.Shed, Pick.QueueFull and
+	// Pick.Pinned say why), or when a waits in the pool's queue (Pick.Queued). The pool
+	// keeps a to fail it when the replica is found gone (Attempt.ReplicaLost).
 	Acquire(now time.Time, w Want, a *Attempt) (p Pick, ok bool)
+	// Unqueue takes attempt a, which Acquire queued, out of the queue, and says how its
+	// wait ended: QueueGranted (p is its replica, on which a now counts as on Acquire's
+	// pick: the caller sends it or Releases it), QueueShed or QueueExpired (the pool
+	// decided, and posted to a's inbox), or why, when a was still waiting. QueueNone: a
+	// was not in the queue.
+	Unqueue(a *Attempt, now time.Time, why QueueEnd) (p Pick, end QueueEnd)
 	// Release ends a on its replica and tells the replica's health how it ended: info is
 	// the machine's record of it (dispatched false: the attempt was never dispatched).
 	Release(a *Attempt, info failover.AttemptInfo, dispatched bool)
@@ -99,7 +107,7 @@ type Pool interface {
 	NotePrefix(key uint64, replica string, now time.Time)
 	// CachedPrefix is the prompt prefix, in bytes, that a replica none of the request's
 	// attempts ran on likely holds in its cache for key (0: none does).
-	CachedPrefix(key uint64, attempts []failover.AttemptInfo, now time.Time) int
+	CachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int
 	// Targets lists the pool's replicas, for the tokenize call that prices a rerun.
 	Targets() []Target
 }
@@ -108,6 +116,9 @@ type Pool interface {
 type Want struct {
 	// Affinity is the prompt prefix's affinity key (0: none).
 	Affinity uint64
+	// Blocks are the prompt's chained block hashes (balance.PrefixBlocks), which the
+	// cache-aware policy matches against what each replica was sent (nil: none).
+	Blocks []uint64
 	// Pinned is the one replica the request may run on ("" : any): a Responses request
 	// continuing a response stored there.
 	Pinned string
@@ -116,7 +127,31 @@ type Want struct {
 	// that reached its replica (one that never did ran nothing there) unless the policy
 	// allows otherwise. Read during Acquire only.
 	Attempts []failover.AttemptInfo
+	// Class is how the request waits when every replica is at its capacity; Since is when
+	// it first asked for a slot (a rerun keeps its place by it).
+	Class Class
+	Since time.Time
 }
+
+// Class is a request's place in its pool's queue (docs/design.md §3, "The queue").
+type Class struct {
+	// Flow is its API key's id, Sub the fairness id the key set ("": none), Weight the
+	// key's share and Priority the request's class.
+	Flow, Sub        string
+	Weight, Priority int
+}
+
+// QueueEnd is how a wait in the pool's queue ended.
+type QueueEnd uint8
+
+const (
+	QueueNone    QueueEnd = iota // not queued
+	QueueWaiting                 // still waiting
+	QueueGranted                 // a slot freed for it
+	QueueShed                    // shed for a request of a higher class or a fairer share
+	QueueExpired                 // it waited queue.max_wait
+	QueueLeft                    // its request ended while it waited (the client left, a deadline)
+)
 
 // Pick is the replica Acquire chose.
 type Pick struct {
@@ -135,9 +170,12 @@ type Pick struct {
 	// engine, or one that then died: the gateway cannot tell which, so it does not reuse
 	// such connections (docs/design.md §3).
 	ClosesStreams bool
-	// Shed (every candidate is at its load limit) and Pinned (the request may run on its
-	// pinned replica only, and that one cannot take it) say why Acquire found none.
-	Shed, Pinned bool
+	// Shed (every candidate is at its load limit), QueueFull (and the pool's queue is full)
+	// and Pinned (the request may run on its pinned replica only, and that one cannot take
+	// it) say why Acquire found none. Queued: the attempt waits in the pool's queue until
+	// Until; the pool posts to its inbox when that wait ends (Pool.Unqueue says how).
+	Shed, QueueFull, Pinned, Queued bool
+	Until                           time.Time
 }
 
 // Agent is a replica's agent, as a Pick carries it: the leases of the attempts sent through

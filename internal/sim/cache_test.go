@@ -81,3 +81,20 @@ func TestPrefixCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("hits a=%d b=%d c=%d, want 2 0 2", cache.lookup(a), cache.lookup(b), cache.lookup(c))
 	}
 }
+
+// A prompt's tail is evicted before its head, as vLLM frees a request's blocks in
+// reverse order: once a second prompt needs room, the first keeps its leading blocks
+// and still hits on them.
+func TestPrefixCacheEvictsTailFirst(t *testing.T) {
+	cache := newPrefixCache(2, 4) // room for four blocks
+	a := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 0}
+	b := []uint32{11, 12, 13, 14, 0}
+	cache.insert(a) // four blocks
+	cache.insert(b) // two more: two of a's go, its last two
+	if got := cache.lookup(a); got != 4 {
+		t.Errorf("a hits %d tokens after eviction, want its first two blocks: 4", got)
+	}
+	if got := cache.lookup(b); got != 4 {
+		t.Errorf("b hits %d, want 4", got)
+	}
+}

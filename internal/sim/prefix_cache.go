@@ -71,12 +71,15 @@ func (c *prefixCache) lookup(ids []uint32) int {
 }
 
 // insert records every full block of ids, evicting the least recently used
-// blocks beyond capacity.
+// blocks beyond capacity. The blocks are touched from the last to the first, as
+// vLLM frees a finished request's blocks in reverse order "so that the tail
+// blocks are evicted first": what stays of a prompt is always its head.
 func (c *prefixCache) insert(ids []uint32) {
 	hashes := c.blockHashes(ids, -1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, h := range hashes {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		h := hashes[i]
 		if e, ok := c.index[h]; ok {
 			c.lru.MoveToFront(e)
 			continue

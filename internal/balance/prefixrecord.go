@@ -1,0 +1,135 @@
+package balance
+
+import (
+	"container/list"
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// PrefixBlockBytes is the size of a prompt block the cache-aware policy counts in: about
+// sixty tokens, four of vLLM's blocks of sixteen.
+const PrefixBlockBytes = 256
+
+// PrefixBlocks cuts a prompt, given as the raw bytes of the request members that make it
+// (in the order the engine's template renders them), into full blocks of PrefixBlockBytes
+// and returns each block's hash chained over every block before it, as vLLM chains its KV
+// blocks: a block matches only under the same prefix. The last, partial block is left out:
+// an engine never reuses a block it has not filled. At most maxBlocks are returned
+// (maxBlocks <= 0: all).
+//
+// The bytes are the client's JSON, not the engine's tokens: two requests that share a
+// prefix of their JSON share the rendered prompt up to there, so a match is never claimed
+// where the engine would find none; a client that writes the same conversation differently
+// only loses the match.
+func PrefixBlocks(maxBlocks int, parts ...[]byte) []uint64 {
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	n := total / PrefixBlockBytes
+	if maxBlocks > 0 {
+		n = min(n, maxBlocks)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, n)
+	var d xxhash.Digest
+	var chain [8]byte
+	var block [PrefixBlockBytes]byte
+	fill := 0
+	for _, p := range parts {
+		for len(p) > 0 && len(out) < n {
+			if fill == 0 && len(p) >= PrefixBlockBytes {
+				out = appendBlock(out, &d, &chain, p[:PrefixBlockBytes])
+				p = p[PrefixBlockBytes:]
+				continue
+			}
+			c := copy(block[fill:], p)
+			fill += c
+			p = p[c:]
+			if fill == PrefixBlockBytes {
+				out = appendBlock(out, &d, &chain, block[:])
+				fill = 0
+			}
+		}
+	}
+	return out
+}
+
+func appendBlock(out []uint64, d *xxhash.Digest, chain *[8]byte, b []byte) []uint64 {
+	d.Reset()
+	d.Write(chain[:])
+	d.Write(b)
+	h := d.Sum64()
+	binary.LittleEndian.PutUint64(chain[:], h)
+	return append(out, h)
+}
+
+// PrefixRecord is the gateway's approximate record of the prompt blocks one replica was
+// sent, bounded to what its KV cache can hold (Capacity blocks) and aged out least
+// recently used first, as the engine evicts. Blocks of one prompt are used from its last to
+// its first, so the record drops a prompt's tail before its head, as vLLM frees a
+// request's blocks tail first: what is kept of a prompt is always a prefix of it, which
+// Match relies on. Not safe for concurrent use; the pool's lock guards it.
+type PrefixRecord struct {
+	// Capacity is the most blocks kept (at least 1).
+	Capacity int
+
+	lru   list.List // of uint64 block hashes; front is most recently used
+	index map[uint64]*list.Element
+}
+
+// NewPrefixRecord returns an empty record of capacity blocks.
+func NewPrefixRecord(capacity int) *PrefixRecord {
+	return &PrefixRecord{Capacity: max(capacity, 1), index: make(map[uint64]*list.Element)}
+}
+
+// Len is the number of blocks kept.
+func (r *PrefixRecord) Len() int { return len(r.index) }
+
+// Match is how many leading blocks of blocks the record holds. What the record keeps of a
+// prompt is a prefix of it, so presence falls from true to false once along the chain: a
+// binary search finds where, in a few lookups even for a prompt of thousands of blocks.
+func (r *PrefixRecord) Match(blocks []uint64) int {
+	lo, hi := 0, len(blocks) // blocks[:lo] are held; blocks[hi:] are not
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if _, ok := r.index[blocks[mid]]; ok {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Insert records that the replica was sent blocks, most recently used now, and evicts the
+// least recently used blocks beyond capacity.
+func (r *PrefixRecord) Insert(blocks []uint64) {
+	if r.index == nil {
+		r.index = make(map[uint64]*list.Element)
+	}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		h := blocks[i]
+		if e, ok := r.index[h]; ok {
+			r.lru.MoveToBack(e)
+			continue
+		}
+		r.index[h] = r.lru.PushBack(h)
+	}
+	// The back is the most recent: the prompt's first block, touched last. Evict from the
+	// front, where the oldest and, within one prompt, the tail blocks are.
+	for len(r.index) > max(r.Capacity, 1) {
+		e := r.lru.Front()
+		delete(r.index, e.Value.(uint64))
+		r.lru.Remove(e)
+	}
+}
+
+// Clear forgets every block: the engine's cache was reset (a restart, new weights).
+func (r *PrefixRecord) Clear() {
+	clear(r.index)
+	r.lru.Init()
+}
