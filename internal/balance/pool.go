@@ -100,6 +100,9 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 		if best == nil || r.score() < best.score() {
 			best = r
 		}
+		if r.NoAffinity {
+			continue // its cache is not trusted (the canary): never preferred for what it holds
+		}
 		if cached {
 			if r.Prefix == nil {
 				continue

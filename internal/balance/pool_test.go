@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -79,6 +80,42 @@ func TestAffinityIsBoundedByLoad(t *testing.T) {
 	}
 	if AffinityKey("short", 32) != 0 {
 		t.Fatal("a short prompt has no affinity")
+	}
+}
+
+// A replica whose cache is not trusted is never preferred by affinity, yet still serves.
+func TestAffinitySkipsUntrustedCache(t *testing.T) {
+	p, now := pool(), time.Unix(1000, 0)
+	p.Limits.AffinityBound = 2
+	var key uint64
+	for i := 0; key == 0 || p.Pick(now, nil, key).Replica.Name != "a"; i++ {
+		key = AffinityKey(fmt.Sprintf("%64d", i), 32) // a key that prefers a
+	}
+	p.Replicas[0].Outstanding = 1 // a is busier: only affinity chooses it
+	if r := p.Pick(now, nil, key).Replica; r.Name != "a" {
+		t.Fatalf("picked %s: affinity did not hold within its bound", r.Name)
+	}
+	p.Replicas[0].NoAffinity = true
+	if r := p.Pick(now, nil, key).Replica; r.Name != "b" {
+		t.Fatalf("picked %s: affinity still counts on a's cache", r.Name)
+	}
+	if r := p.Pick(now, names("b"), key).Replica; r.Name != "a" {
+		t.Fatalf("picked %v: a replica without affinity still serves", r)
+	}
+	// Cache-aware placement does not count on what its record holds either.
+	p.Limits.CacheAware = true
+	blocks := PrefixBlocks(0, prompt(8*PrefixBlockBytes, 3))
+	for _, r := range p.Replicas {
+		r.Prefix = NewPrefixRecord(100)
+	}
+	p.Replicas[0].Prefix.Insert(blocks)
+	p.Replicas[0].NoAffinity = false
+	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "a" {
+		t.Fatalf("picked %s: the record of a's prompts did not count", r.Name)
+	}
+	p.Replicas[0].NoAffinity = true
+	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "b" {
+		t.Fatalf("picked %s: the record of an untrusted cache still counts", r.Name)
 	}
 }
 

@@ -56,6 +56,9 @@ type Replica struct {
 	Outstanding     int
 	PeakOutstanding int
 	Load            Load
+	// NoAffinity: prefix affinity never prefers the replica, whose cache is not trusted
+	// (the canary found it changing answers).
+	NoAffinity bool
 	// Prefix is the record of the prompt blocks the replica was sent, which the
 	// cache-aware policy matches prompts against (nil: none kept).
 	Prefix *PrefixRecord

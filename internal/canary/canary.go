@@ -1,4 +1,5 @@
-// Package canary decides whether replicas that claim the same fingerprint answer alike: given
+// Package canary decides whether replicas that claim the same fingerprint answer alike, and
+// whether a replica answers alike with and without its prefix cache (cache.go): given
 // each replica's answer to one fixed greedy probe, it finds the group's majority answer and
 // says who disagrees with it and where (docs/design.md §3). A fingerprint is what engines
 // and configuration say; the canary is what the replicas do, and it catches what no engine

@@ -153,7 +153,20 @@ type Canary struct {
 	ExcludeFrom string `yaml:"exclude_from"`
 	// Prompt is the probe's user message. Default: a short fixed instruction.
 	Prompt string `yaml:"prompt"`
+	// CacheCheck: every replica also answers a greedy prompt twice, cold and with its prefix
+	// cached, at lengths on both sides of multiples of its KV block size; a replica whose
+	// answer changes is marked cache_diverges (docs/design.md §3). Default true.
+	CacheCheck *bool `yaml:"cache_check"`
+	// CacheBlocks are the multiples of the block size the cache check's prompts straddle
+	// (k·block−1 and k·block+1 tokens). Default [1, 2]; each 1–8.
+	CacheBlocks []int `yaml:"cache_blocks"`
+	// CacheBlockSize is the block size used for a replica whose engine reports none
+	// (llama.cpp, whose prompt cache reuses a common prefix token by token). Default 16.
+	CacheBlockSize int `yaml:"cache_block_size"`
 }
+
+// CacheChecked says whether the canary runs the cache check.
+func (c *Canary) CacheChecked() bool { return c.CacheCheck == nil || *c.CacheCheck }
 
 // Defaults of the canary.
 const (
@@ -163,6 +176,15 @@ const (
 	DefaultCanaryPrompt        = "Count from one to twenty in words, separated by spaces."
 	CanaryExcludeReruns        = "reruns"
 	CanaryExcludeAll           = "all"
+	DefaultCanaryCacheBlock    = 16
+)
+
+// DefaultCanaryCacheBlocks are the multiples of the block size the cache check straddles.
+var DefaultCanaryCacheBlocks = []int{1, 2}
+
+const (
+	// MaxCanaryCacheBlocks bounds cache_blocks' values, and so the probes' length.
+	MaxCanaryCacheBlocks = 8
 )
 
 // Affinity configures prefix affinity.

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +111,21 @@ func TestCanaryConfig(t *testing.T) {
 	}
 	k := c.Models[0].Canary
 	if k.Every.D() != time.Minute || k.MaxTokens != DefaultCanaryMaxTokens || k.CompareTokens != DefaultCanaryCompareTokens ||
-		k.ExcludeFrom != CanaryExcludeReruns || k.Prompt == "" {
+		k.ExcludeFrom != CanaryExcludeReruns || k.Prompt == "" || !k.CacheChecked() || !slices.Equal(k.CacheBlocks, []int{1, 2}) ||
+		k.CacheBlockSize != DefaultCanaryCacheBlock {
 		t.Fatalf("canary defaults %+v", k)
+	}
+	if c, err := Parse([]byte(base + "    canary: {cache_check: false, cache_blocks: []}\n")); err != nil || c.Models[0].Canary.CacheChecked() {
+		t.Fatalf("cache check off: %v", err)
 	}
 	for in, field := range map[string]string{
 		"    canary: {every: 10ms}\n":                      "models[0].canary.every",
 		"    canary: {max_tokens: 4, compare_tokens: 5}\n": "models[0].canary.compare_tokens",
 		"    canary: {exclude_from: sometimes}\n":          "models[0].canary.exclude_from",
 		"    canary: {max_logprob_distance: -1}\n":         "models[0].canary.max_logprob_distance",
+		"    canary: {cache_blocks: [1, 9]}\n":             "models[0].canary.cache_blocks",
+		"    canary: {cache_blocks: []}\n":                 "models[0].canary.cache_blocks",
+		"    canary: {cache_block_size: -16}\n":            "models[0].canary.cache_block_size",
 	} {
 		if _, err := Parse([]byte(base + in)); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%q: error %v does not name %s", in, err, field)

@@ -303,6 +303,27 @@ func (c *Canary) validate(field string) error {
 	if c.Prompt == "" {
 		c.Prompt = DefaultCanaryPrompt
 	}
+	if c.CacheCheck == nil {
+		on := true
+		c.CacheCheck = &on
+	}
+	if c.CacheBlocks == nil {
+		c.CacheBlocks = slices.Clone(DefaultCanaryCacheBlocks)
+	}
+	if c.CacheChecked() && len(c.CacheBlocks) == 0 {
+		return fmt.Errorf("%s.cache_blocks: empty; turn the check off with cache_check: false", field)
+	}
+	for _, k := range c.CacheBlocks {
+		if k < 1 || k > MaxCanaryCacheBlocks {
+			return fmt.Errorf("%s.cache_blocks: %d must be between 1 and %d", field, k, MaxCanaryCacheBlocks)
+		}
+	}
+	if c.CacheBlockSize == 0 {
+		c.CacheBlockSize = DefaultCanaryCacheBlock
+	}
+	if c.CacheBlockSize < 1 || c.CacheBlockSize > 1024 {
+		return fmt.Errorf("%s.cache_block_size: %d must be between 1 and 1024", field, c.CacheBlockSize)
+	}
 	return nil
 }
 

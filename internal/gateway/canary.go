@@ -1,13 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -64,6 +60,10 @@ type canaryResult struct {
 	// Tie: its group has no majority answer, so no replica can be blamed alone; it is kept
 	// from reruns but never from new work.
 	Tie bool
+	// CacheState is the cache check's own verdict ("" when it did not run), Cache its
+	// evidence when the replica is cache_diverges.
+	CacheState string
+	Cache      *cacheEvidence
 }
 
 // canaryStatus is a replica's canary as /readyz shows it.
@@ -74,6 +74,9 @@ type canaryStatus struct {
 	Position  *int       `json:"first_differing_token,omitempty"`
 	Text      string     `json:"answer,omitempty"`
 	Majority  string     `json:"majority_answer,omitempty"`
+	// CacheCheck is the cache check's verdict: agrees, cache_diverges or unknown.
+	CacheCheck string         `json:"cache_check,omitempty"`
+	Cache      *cacheEvidence `json:"cache,omitempty"`
 }
 
 // canaryStatus is the named replica's canary for /readyz; nil when the pool has none.
@@ -89,11 +92,12 @@ func (p *pool) canaryStatus(name string) *canaryStatus {
 	}
 	c := f.canary
 	st.State, st.Detail, st.Text, st.Majority = c.State, c.Detail, c.Text, c.Majority
+	st.CacheCheck, st.Cache = c.CacheState, c.Cache
 	if !c.CheckedAt.IsZero() {
 		at := c.CheckedAt.UTC()
 		st.CheckedAt = &at
 	}
-	if c.State == canary.Diverges && c.Position >= 0 {
+	if (c.State == canary.Diverges || c.State == canary.CacheDiverges) && c.Position >= 0 {
 		pos := c.Position
 		st.Position = &pos
 	}
@@ -108,28 +112,40 @@ func (p *pool) engineVersion(name string) string {
 	return ""
 }
 
-// diverging: the replica's canary says it answers unlike its group, so no rerun may move a
-// request to it or from it. Callers hold mu.
+// diverging: the replica's canary says it answers unlike its group, or unlike itself once
+// its cache holds the prompt, so no rerun may move a request to it or from it. Callers hold
+// mu.
 func (p *pool) diverging(name string) bool {
 	f := p.factsKnown(name)
-	return p.canary != nil && f != nil && f.canary.State == canary.Diverges
+	return p.canary != nil && f != nil && (f.canary.State == canary.Diverges || f.canary.State == canary.CacheDiverges)
 }
 
 // canaryExclusion is why the canary keeps the replica from all work, "" when it does not:
-// only with exclude_from: all, and only for a replica outvoted by a majority. Callers hold mu.
+// only with exclude_from: all, and only for a replica outvoted by a majority or whose cache
+// changes its answers. Callers hold mu.
 func (p *pool) canaryExclusion(name string) string {
 	f := p.factsKnown(name)
-	if p.canary == nil || p.canary.ExcludeFrom != config.CanaryExcludeAll || f == nil ||
-		f.canary.State != canary.Diverges || f.canary.Tie {
+	if p.canary == nil || p.canary.ExcludeFrom != config.CanaryExcludeAll || f == nil {
 		return ""
 	}
-	return "canary: answers unlike its fingerprint group: " + f.canary.Detail
+	switch {
+	case f.canary.State == canary.Diverges && !f.canary.Tie:
+		return "canary: answers unlike its fingerprint group: " + f.canary.Detail
+	case f.canary.State == canary.CacheDiverges:
+		return "canary: its cache changes its answers: " + f.canary.Detail
+	}
+	return ""
 }
 
 // canaryTarget is one replica to probe, as of the start of a check.
 type canaryTarget struct {
 	target
 	group string // its fingerprint, canonically written
+	// engine is its engine kind; block the KV block size its cache check straddles, and
+	// blockFrom where that came from (blockOf).
+	engine    string
+	block     int
+	blockFrom string
 }
 
 // CheckCanaries runs one canary check on every pool that has one and returns when they
@@ -176,11 +192,12 @@ func (p *pool) beginCanary(scheduled bool, now time.Time) bool {
 	return true
 }
 
-// canaryTargets lists the replicas worth probing, with their fingerprint groups. A replica
+// canaryTargets lists the replicas worth probing, with their fingerprint groups and the
+// block sizes of their cache checks (fallbackBlock where the engine reports none). A replica
 // kept out by another check (credentials, wrong model, fingerprint mismatch), dead,
 // unhealthy or draining is not probed; one kept out only by the canary is, so that it can
 // be seen to agree again.
-func (p *pool) canaryTargets(now time.Time) []canaryTarget {
+func (p *pool) canaryTargets(now time.Time, fallbackBlock int) []canaryTarget {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []canaryTarget
@@ -193,7 +210,9 @@ func (p *pool) canaryTargets(now time.Time) []canaryTarget {
 		case balance.Dead, balance.Unhealthy, balance.Draining:
 			continue
 		}
-		out = append(out, canaryTarget{target: target{name: r.Name, url: r.URL, key: m.key, agentKey: m.agentKey()}, group: groupKey(r.Fingerprint)})
+		block, from := p.blockOf(r.Name, fallbackBlock)
+		out = append(out, canaryTarget{target: target{name: r.Name, url: r.URL, key: m.key, agentKey: m.agentKey()},
+			group: groupKey(r.Fingerprint), engine: m.engineKind(), block: block, blockFrom: from})
 	}
 	return out
 }
@@ -228,7 +247,7 @@ func (s *Server) runCanary(ctx context.Context, p *pool) {
 		p.mu.Unlock()
 	}()
 	opts := canary.Options{CompareTokens: cfg.CompareTokens, MaxLogprobDistance: cfg.MaxLogprobDistance}
-	targets := s.probeAll(ctx, p, cfg, p.canaryTargets(s.now()))
+	targets := s.probeAll(ctx, p, cfg, p.canaryTargets(s.now(), cfg.CacheBlockSize))
 	if ctx.Err() != nil {
 		return
 	}
@@ -298,6 +317,22 @@ func (s *Server) runCanary(ctx context.Context, p *pool) {
 				Majority: ref.Text, Detail: canary.Evidence(d, answers[n], ref)}
 		}
 	}
+	if cfg.CacheChecked() {
+		// Every replica whose probe was answered checks its own cache, whatever its group
+		// said: a replica alone in its group can still be compared with itself.
+		var answered []canaryTarget
+		for _, t := range targets {
+			if t.answer.Err == "" {
+				answered = append(answered, t.canaryTarget)
+			}
+		}
+		for n, c := range s.checkCaches(ctx, p, cfg, answered) {
+			verdicts[n] = withCache(verdicts[n], c)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 	s.recordCanary(p, cfg, verdicts)
 }
 
@@ -331,9 +366,17 @@ func (s *Server) recordCanary(p *pool, cfg config.Canary, verdicts map[string]ca
 			f.canary.CheckedAt, f.canary.Detail = v.CheckedAt, v.Detail+" (still diverging: "+f.canary.Detail+")"
 			continue
 		}
+		if cfg.CacheChecked() && f.canary.State == canary.CacheDiverges && v.State != canary.Diverges &&
+			v.CacheState != canary.Agrees && v.CacheState != canary.CacheDiverges {
+			// The cache check failed or could not run: failing to answer proves nothing.
+			f.canary.CheckedAt, f.canary.Detail = v.CheckedAt, "cache check not completed (still diverging: "+f.canary.Detail+")"
+			continue
+		}
 		old := f.canary
 		f.canary = v
 		p.updateIncompatible(n)
+		// Prefix affinity stops counting on a cache that changes answers.
+		p.b.Find(n).NoAffinity = v.State == canary.CacheDiverges
 		if old.State != v.State {
 			changes = append(changes, change{n, old, v})
 		}
@@ -341,13 +384,21 @@ func (s *Server) recordCanary(p *pool, cfg config.Canary, verdicts map[string]ca
 	p.mu.Unlock()
 	for _, c := range changes {
 		switch c.new.State {
+		case canary.CacheDiverges:
+			e := c.new.Cache
+			s.log.Warn("replica answers otherwise when its prompt prefix comes from its cache; kept from "+cfg.ExcludeFrom,
+				"model", p.b.Model, "replica", c.name, "prompt_tokens", e.PromptTokens, "block_size", e.BlockSize,
+				"first_differing_token", e.Position, "cold_answer", e.Cold, "warm_answer", e.Warm, "detail", c.new.Detail)
 		case canary.Diverges:
 			s.log.Warn("replica answers unlike its fingerprint group; kept from "+cfg.ExcludeFrom,
 				"model", p.b.Model, "replica", c.name, "first_differing_token", c.new.Position,
 				"answer", c.new.Text, "majority_answer", c.new.Majority, "detail", c.new.Detail)
 		case canary.Agrees:
-			if c.old.State == canary.Diverges {
+			switch c.old.State {
+			case canary.Diverges:
 				s.log.Info("replica answers as its fingerprint group again", "model", p.b.Model, "replica", c.name)
+			case canary.CacheDiverges:
+				s.log.Info("replica answers alike with and without its cache again", "model", p.b.Model, "replica", c.name)
 			}
 		}
 	}
@@ -377,9 +428,7 @@ func (s *Server) probeAll(ctx context.Context, p *pool, cfg config.Canary, targe
 // probeReplica asks one replica the probe: a chat completion at temperature 0 with a fixed
 // seed, a short answer and its logprobs, marked as the canary's.
 func (s *Server) probeReplica(ctx context.Context, model string, cfg config.Canary, tg target) canary.Answer {
-	ctx, cancel := context.WithTimeout(ctx, canaryTimeout)
-	defer cancel()
-	body, _ := json.Marshal(map[string]any{
+	b, err := s.canaryPost(ctx, tg, "/v1/chat/completions", map[string]any{
 		"model":       model,
 		"messages":    []map[string]string{{"role": "user", "content": cfg.Prompt}},
 		"temperature": 0,
@@ -388,29 +437,9 @@ func (s *Server) probeReplica(ctx context.Context, model string, cfg config.Cana
 		"logprobs":    true,
 		"stream":      false,
 		"user":        canaryUser,
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url+"/v1/chat/completions", bytes.NewReader(body))
+	}, "")
 	if err != nil {
 		return canary.Answer{Err: err.Error()}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", canaryUser)
-	req.Header.Set(canaryHeader, "1")
-	// A request id of its own kind, so that a probe in an engine's log is never taken for a
-	// client's request (whose ids are req_…).
-	req.Header.Set("X-Request-Id", fmt.Sprintf("canary_%s_%d", tg.name, time.Now().UnixNano()))
-	tg.setCredentials(req.Header)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return canary.Answer{Err: err.Error()}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody))
-	if err != nil {
-		return canary.Answer{Err: err.Error()}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return canary.Answer{Err: fmt.Sprintf("status %d: %s", resp.StatusCode, truncate(string(b), 200))}
 	}
 	choice := gjson.GetBytes(b, "choices.0")
 	if !choice.Exists() {
@@ -434,7 +463,7 @@ func truncate(s string, n int) string {
 
 // canaryDesc is fencegate_replica_canary: 1 for the replica's current canary state.
 var canaryDesc = prometheus.NewDesc("fencegate_replica_canary",
-	"1 for the replica's current consistency canary state (agrees, diverges, unknown); pools without a canary report none.",
+	"1 for the replica's current consistency canary state (agrees, diverges, cache_diverges, unknown); pools without a canary report none.",
 	[]string{"model", "replica", "state"}, nil)
 
 // canaryCollector reports every replica's canary state at scrape time.
@@ -453,7 +482,7 @@ func (c canaryCollector) Collect(ch chan<- prometheus.Metric) {
 			sort.Strings(rs)
 			for _, r := range rs {
 				state := p.canaryStatus(r).State
-				for _, st := range []string{canary.Agrees, canary.Diverges, canary.Unknown} {
+				for _, st := range []string{canary.Agrees, canary.Diverges, canary.CacheDiverges, canary.Unknown} {
 					v := 0.0
 					if st == state {
 						v = 1

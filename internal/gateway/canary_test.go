@@ -26,12 +26,15 @@ func (e *env) canaryOf(name string) map[string]any {
 	return nil
 }
 
-// canaryProbes counts the canary's probes a replica received; clientRequests the rest.
+// canaryProbes counts the canary's group probes a replica received, and the requests that
+// were no probe of the canary's (the cache check's are neither: see cacheProbes).
 func canaryProbes(s *sim.Server) (probes, others int) {
 	for _, r := range s.Records() {
-		if strings.HasPrefix(r.RequestID, "canary_") {
+		switch {
+		case strings.HasPrefix(r.RequestID, "canary_cache_"):
+		case strings.HasPrefix(r.RequestID, "canary_"):
 			probes++
-		} else {
+		default:
 			others++
 		}
 	}

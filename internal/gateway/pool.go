@@ -106,6 +106,10 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	p.allowCross = c.Policy.AllowCrossFingerprintRerun
 	p.canary = m.Canary
 	p.configureQueue(m.Queue.MaxWait.D(), m.Queue.MaxLen)
+	for _, r := range p.b.Replicas {
+		// A canary taken away no longer distrusts any replica's cache.
+		r.NoAffinity = p.canary != nil && r.NoAffinity
+	}
 }
 
 // reconcile makes the pool's replicas from source ("config" or "dns") those of specs.

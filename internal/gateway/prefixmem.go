@@ -64,14 +64,14 @@ func (p *pool) notePrefix(key uint64, replica string, now time.Time) {
 // cachedPrefix is the prompt prefix, in bytes, that a replica none of a request's attempts
 // ran on likely holds in cache (0: none does): under the cache-aware policy the longest
 // prefix of blocks any such replica's record holds, else the affinity prefix when a
-// replica recently prefilled it.
+// replica recently prefilled it. A replica whose cache the canary distrusts holds nothing.
 func (p *pool) cachedPrefix(key uint64, blocks []uint64, attempts []failover.AttemptInfo, now time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.b.Limits.CacheAware && len(blocks) > 0 {
 		longest := 0
 		for _, r := range p.b.Replicas {
-			if r.Prefix != nil && !failover.Tried(attempts, r.Name) {
+			if r.Prefix != nil && !r.NoAffinity && !failover.Tried(attempts, r.Name) {
 				longest = max(longest, r.Prefix.Match(blocks))
 			}
 		}
@@ -81,7 +81,7 @@ func (p *pool) cachedPrefix(key uint64, blocks []uint64, attempts []failover.Att
 		return 0
 	}
 	for _, r := range p.b.Replicas {
-		if !failover.Tried(attempts, r.Name) && p.prefixes.cachedOn(key, r.Name, now) {
+		if !failover.Tried(attempts, r.Name) && !r.NoAffinity && p.prefixes.cachedOn(key, r.Name, now) {
 			return p.affinityBytes
 		}
 	}

@@ -83,6 +83,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 		}
 		return nil
 	})
+	fs.StringVar(&cfg.CacheFault, "cache-fault", "", `corrupt the prefix cache: "block-boundary" changes the answer of a prompt that came from the cache up to its last token, the cached part ending at a block edge`)
 	fs.StringVar(&cacheConfig, "cache-config", "", "comma-separated key=value labels of vllm:cache_config_info (vLLM CacheConfig fields) overriding the defaults")
 	if err := cli.Parse(fs, args, "sim"); err != nil {
 		return cfg, err

@@ -38,12 +38,13 @@ func TestMainServesUntilStopped(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	cfg, err := parseFlags([]string{"--model", "m", "--restart-after", "2s", "--legacy-errors", "--cache-config", "block_size=32,cache_dtype=fp8", "--revision", "r9", "--weights", "w"}, io.Discard)
+	cfg, err := parseFlags([]string{"--model", "m", "--restart-after", "2s", "--legacy-errors", "--cache-config", "block_size=32,cache_dtype=fp8", "--revision", "r9", "--weights", "w", "--cache-fault", "block-boundary"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Model != "m" || cfg.RestartAfter != 2*time.Second || !cfg.LegacyErrors || cfg.DecodePerToken != 20*time.Millisecond ||
-		cfg.Addr != "127.0.0.1:9001" || cfg.Revision != "r9" || cfg.Weights != "w" || cfg.CacheConfig["block_size"] != "32" || cfg.CacheConfig["cache_dtype"] != "fp8" {
+		cfg.Addr != "127.0.0.1:9001" || cfg.Revision != "r9" || cfg.Weights != "w" || cfg.CacheConfig["block_size"] != "32" || cfg.CacheConfig["cache_dtype"] != "fp8" ||
+		cfg.CacheFault != CacheFaultBlockBoundary {
 		t.Errorf("config = %+v", cfg)
 	}
 	for _, bad := range [][]string{{"--max-running", "x"}, {"--cache-config", "novalue"}, {"extra"}} {

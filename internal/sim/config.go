@@ -94,6 +94,13 @@ type Config struct {
 	// passing disagreement, as batch-size effects make on real engines.
 	DivergeFirst int
 
+	// CacheFault makes the prefix cache corrupt answers: CacheFaultBlockBoundary
+	// ("block-boundary") changes the answer of a sequence whose prompt came from the
+	// cache up to its last token, the cached part ending at a block edge (a prompt of
+	// k·block_size+1 tokens, sent again). Prefill costs are unchanged and nothing
+	// reports the fault, as nothing does on a real engine. Empty: the cache is correct.
+	CacheFault string
+
 	// ToolCallIDStyle is how tool call ids look: ToolCallIDsVLLM
 	// ("chatcmpl-tool-" and 32 hex digits, the default) or
 	// ToolCallIDsMistral (9 letters and digits, as vLLM makes them for
@@ -224,6 +231,9 @@ func (c Config) withDefaults() (Config, error) {
 		if t == "" {
 			return c, fmt.Errorf("sim: Config.ToolServers has an empty entry")
 		}
+	}
+	if c.CacheFault != "" && c.CacheFault != CacheFaultBlockBoundary {
+		return c, fmt.Errorf("sim: Config.CacheFault %q is not %q", c.CacheFault, CacheFaultBlockBoundary)
 	}
 	if c.DivergeFirst < 0 {
 		return c, fmt.Errorf("sim: Config.DivergeFirst is negative (%d)", c.DivergeFirst)

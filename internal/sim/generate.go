@@ -31,6 +31,7 @@ type generation struct {
 	timer       *time.Timer // reused by every pause
 	kvBlocks    int         // KV blocks this request holds in the scheduler's count
 	seqs        []*sequence // in choice order
+	salt        string      // what decided the sequences' text (Server.weights)
 	computed    int         // output tokens computed, all sequences together
 	cached      int         // prompt tokens found in the prefix cache
 	sent        int         // output tokens written and flushed, all sequences together
@@ -165,7 +166,8 @@ func (g *generation) generate() {
 	defer s.sched.releaseSlots(t.slots)
 	defer func() { s.sched.addBlocks(-g.kvBlocks) }()
 
-	g.seqs = newSequences(s.weights(), s.cfg.ToolCallIDStyle, &g.spec)
+	g.salt = s.weights()
+	g.seqs = newSequences(g.salt, s.cfg.ToolCallIDStyle, &g.spec)
 	if g.fire(pointPrefill, 0) || !g.prefill() {
 		return
 	}
@@ -216,6 +218,9 @@ func (g *generation) prefill() bool {
 			return false
 		}
 		s.cache.insert(ids)
+		if s.cacheFaultHits(len(ids), cached) {
+			g.corrupt(q)
+		}
 	}
 	return true
 }

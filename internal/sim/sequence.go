@@ -24,25 +24,30 @@ type sequence struct {
 func newSequences(salt, idStyle string, spec *generationSpec) []*sequence {
 	seqs := make([]*sequence, 0, spec.sequences())
 	for pi := range spec.prompts {
-		p := &spec.prompts[pi]
 		for j := range spec.n {
-			gen := newGenerator(salt, spec.seed+int64(j), p.key)
-			gen = continuation(salt, spec.seed+int64(j), gen, p.open)
-			q := &sequence{choice: pi*spec.n + j, prompt: p, gen: gen}
-			natural := gen.naturalLength()
-			if spec.tools.mode != toolsNone {
-				q.call = newToolCall(&spec.tools, gen, q.choice, newToolCallID(idStyle))
-				natural = len(q.call.pieces)
-			}
-			q.length, q.reason = p.maxTokens, "length"
-			if (!spec.ignoreEOS || q.call != nil) && natural < q.length {
-				q.length, q.reason = natural, "stop"
-			}
-			q.tokens = make([]int, 0, q.length)
-			seqs = append(seqs, q)
+			seqs = append(seqs, newSequence(salt, idStyle, spec, pi, j))
 		}
 	}
 	return seqs
+}
+
+// newSequence is the sequence of choice j of prompt pi, its text decided by salt.
+func newSequence(salt, idStyle string, spec *generationSpec, pi, j int) *sequence {
+	p := &spec.prompts[pi]
+	gen := newGenerator(salt, spec.seed+int64(j), p.key)
+	gen = continuation(salt, spec.seed+int64(j), gen, p.open)
+	q := &sequence{choice: pi*spec.n + j, prompt: p, gen: gen}
+	natural := gen.naturalLength()
+	if spec.tools.mode != toolsNone {
+		q.call = newToolCall(&spec.tools, gen, q.choice, newToolCallID(idStyle))
+		natural = len(q.call.pieces)
+	}
+	q.length, q.reason = p.maxTokens, "length"
+	if (!spec.ignoreEOS || q.call != nil) && natural < q.length {
+		q.length, q.reason = natural, "stop"
+	}
+	q.tokens = make([]int, 0, q.length)
+	return q
 }
 
 // usage is what a chunk of this sequence's choice reports with continuous
