@@ -145,23 +145,47 @@ func CachePrompt(nonce string, cut int) string {
 	return b.String()
 }
 
-// PromptFit finds the cut of CachePrompt that the engine's tokenizer counts as Target
-// tokens: a search over cuts, a longer cut never counting fewer tokens. The shell counts
-// the prompt of Cut and tells Observe; the fit ends when Done, Found saying whether a cut of
-// exactly Target tokens exists (a tokenizer may skip a count at every cut).
+// PromptFit finds the prompt behind a nonce that the engine's tokenizer counts as Target
+// tokens: first a search over cuts of the filler, a longer cut mostly counting more tokens;
+// when no cut counts exactly Target (a tokenizer of subwords may count a cut that ends
+// inside a word as two tokens more than the cut before it), the prompt is cut at the
+// last whole word below Target and padded with pieces of punctuation — " ," first, one
+// token each for the usual tokenizers, then others, for tokenizers that count " ," as
+// several — as many as are missing. The shell counts Prompt(nonce) and tells Observe;
+// the fit ends when Done, Found saying whether a prompt of exactly Target tokens was found.
 type PromptFit struct {
 	Target int
-	Cut    int // the cut to count next; the answer once Found
+	Cut    int // the cut of the filler to count next; the answer once Found
+	Pad    int // the pieces after it (padPieces[piece])
 	Done   bool
 	Found  bool
 	// lo is the longest cut known to count fewer than Target (-1: none, as if the empty
-	// filler were one byte), hi the shortest known to count more (-1: none yet).
-	lo, hi int
-	tries  int
+	// filler were one byte) and loCount its count, hi the shortest known to count more
+	// (-1: none yet). padding: the search is in its second part.
+	lo, hi, loCount int
+	padding         bool
+	piece           int
+	padSeen         map[int]int // the counts of the paddings of this piece
+	tries           int
 }
 
-// maxFitTries bounds the counting calls of one fit.
-const maxFitTries = 40
+// padPieces are the pieces a prompt is padded with, tried in turn.
+var padPieces = []string{" ,", ".", "!", " a", "-", "0"}
+
+// Prompt is the prompt to count next, and the answer once Found.
+func (f *PromptFit) Prompt(nonce string) string {
+	p := CachePrompt(nonce, f.Cut)
+	if f.Pad == 0 {
+		return p
+	}
+	return strings.TrimRight(p, " ") + strings.Repeat(padPieces[f.piece], f.Pad)
+}
+
+// maxFitTries bounds the counting calls of one fit, padTries those of its second part.
+const (
+	maxFitTries = 40
+	padTries    = 8
+)
 
 // NewPromptFit starts a fit at a first guess of four bytes a token.
 func NewPromptFit(target int) *PromptFit {
@@ -174,25 +198,107 @@ func (f *PromptFit) Observe(count int) {
 		return
 	}
 	f.tries++
-	switch {
-	case count == f.Target:
+	if count == f.Target {
 		f.Done, f.Found = true, true
 		return
-	case count < f.Target:
-		f.lo = f.Cut
-	default:
+	}
+	if f.padding {
+		f.observePadded(count)
+		return
+	}
+	if count < f.Target {
+		f.lo, f.loCount = f.Cut, count
+	} else {
 		f.hi = f.Cut
 	}
 	switch {
-	case f.hi < 0:
+	case f.hi < 0 && f.tries < maxFitTries:
 		f.Cut = 2*f.Cut + 1 // still too short: grow
 	case f.hi-f.lo <= 1 || f.tries >= maxFitTries:
-		f.Done = true // no cut counts exactly Target
-		return
+		f.startPadding() // no cut counts exactly Target
 	default:
 		f.Cut = (f.lo + f.hi) / 2
 	}
-	if f.tries >= maxFitTries {
+}
+
+// startPadding goes on from the longest cut below Target, shortened to its last whole
+// word, with as many pieces as tokens are missing there.
+func (f *PromptFit) startPadding() {
+	if f.lo <= 0 {
 		f.Done = true
+		return
 	}
+	words := CachePrompt("", f.lo)
+	cut := strings.LastIndexByte(words[:len(words)-1], ' ')
+	if cut <= 0 {
+		f.Done = true
+		return
+	}
+	f.padding, f.tries = true, 0
+	f.Cut, f.Pad = cut, max(1, f.Target-f.loCount)
+}
+
+// observePadded moves the padding by what the count missed Target by, counting what one
+// piece adds once two paddings are known; when the piece cannot make Target, the next.
+func (f *PromptFit) observePadded(count int) {
+	if f.padSeen == nil {
+		f.padSeen = map[int]int{}
+	}
+	f.padSeen[f.Pad] = count
+	next := -1
+	switch below, above := f.bracket(); {
+	case f.tries >= padTries:
+	case below >= 0 && above >= 0 && above-below <= 1:
+		// Adjacent paddings straddle Target: this piece cannot make it.
+	case count < f.Target:
+		next = f.Pad + max(1, (f.Target-count)/f.perPiece())
+	case f.Pad > 1:
+		next = max(1, f.Pad-max(1, (count-f.Target)/f.perPiece()))
+	}
+	if _, seen := f.padSeen[next]; next > 0 && !seen {
+		f.Pad = next
+		return
+	}
+	if b, a := f.bracket(); next > 0 && b >= 0 && a >= 0 && a-b > 1 {
+		f.Pad = (a + b) / 2
+		return
+	}
+	if f.piece+1 < len(padPieces) {
+		f.piece, f.Pad, f.tries, f.padSeen = f.piece+1, 1, 0, nil
+		return
+	}
+	f.Done = true
+}
+
+// bracket is the largest padding seen to count below Target and the smallest to count
+// above it (-1: none).
+func (f *PromptFit) bracket() (below, above int) {
+	below, above = -1, -1
+	for pad, c := range f.padSeen {
+		if c < f.Target && pad > below {
+			below = pad
+		}
+		if c > f.Target && (above < 0 || pad < above) {
+			above = pad
+		}
+	}
+	return below, above
+}
+
+// perPiece is the tokens one piece adds, as far as the paddings seen tell (1 until two are
+// known).
+func (f *PromptFit) perPiece() int {
+	lo, hi := -1, -1
+	for pad := range f.padSeen {
+		if lo < 0 || pad < lo {
+			lo = pad
+		}
+		if pad > hi {
+			hi = pad
+		}
+	}
+	if hi <= lo {
+		return 1
+	}
+	return max(1, (f.padSeen[hi]-f.padSeen[lo])/(hi-lo))
 }

@@ -61,6 +61,38 @@ func TestPromptFit(t *testing.T) {
 	byteTokens := func(s string) int { return len(s) } // byte fallback: a token a byte
 	wordTokens := func(s string) int { return len(strings.Fields(s)) }
 	twoByteTokens := func(s string) int { return 2 * len(s) } // every count is even
+	// Subwords: every word of the filler, whole or cut, is two tokens, the nonce and a
+	// comma one each, so that no cut of the filler counts an even number: only padding
+	// reaches one.
+	subwordTokens := func(s string) int {
+		n := 0
+		for i, w := range strings.Fields(s) {
+			switch {
+			case i == 0 || w == ",":
+				n++
+			default:
+				n += 2
+			}
+		}
+		return n
+	}
+	// Lumpy bytes, as a small model's vocabulary can be: a letter two tokens, a space one,
+	// a comma three, anything else one. Cuts of the filler skip counts, and " ," pads by
+	// four: "." has to make up the rest.
+	lumpyTokens := func(s string) int {
+		n := 0
+		for _, r := range s {
+			switch {
+			case r >= 'a' && r <= 'z':
+				n += 2
+			case r == ',':
+				n += 3
+			default:
+				n++
+			}
+		}
+		return n
+	}
 	for _, c := range []struct {
 		name   string
 		nonce  string
@@ -73,15 +105,21 @@ func TestPromptFit(t *testing.T) {
 		{"words", "n0nce", wordTokens, 31, true},
 		{"words, long", "n0nce", wordTokens, 257, true},
 		{"even only", "n0nce", twoByteTokens, 33, false},
+		{"subwords, odd", "n0nce", subwordTokens, 33, true},
+		{"subwords, even: padded", "n0nce", subwordTokens, 32, true},
+		{"subwords, even, long: padded", "n0nce", subwordTokens, 48, true},
+		{"lumpy, 31", "1a2b3c4d:", lumpyTokens, 31, true},
+		{"lumpy, 49", "1a2b3c4d:", lumpyTokens, 49, true},
+		{"lumpy, 50", "1a2b3c4d:", lumpyTokens, 50, true},
 		{"nonce alone too long", "a b c", wordTokens, 2, false},
 	} {
 		f := NewPromptFit(c.target)
 		calls := 0
 		for !f.Done {
-			f.Observe(c.count(CachePrompt(c.nonce, f.Cut)))
+			f.Observe(c.count(f.Prompt(c.nonce)))
 			calls++
 		}
-		if f.Found != c.found || (f.Found && c.count(CachePrompt(c.nonce, f.Cut)) != c.target) || calls > maxFitTries {
+		if f.Found != c.found || (f.Found && c.count(f.Prompt(c.nonce)) != c.target) || calls > maxFitTries+padTries {
 			t.Errorf("%s: found %v at cut %d after %d calls", c.name, f.Found, f.Cut, calls)
 		}
 	}

@@ -97,13 +97,16 @@ func (s *Server) checkCache(ctx context.Context, model string, cfg config.Canary
 // probePair builds a prompt of n tokens behind a fresh nonce and sends it twice.
 func (s *Server) probePair(ctx context.Context, model string, cfg config.Canary, t canaryTarget, n int) canary.Pair {
 	pair := canary.Pair{Length: n}
-	nonce := fmt.Sprintf("canary %016x:", rand.Uint64())
+	// Short, so that the pair's lengths fit behind it under a tokenizer of bytes too; 32
+	// random bits keep any earlier prompt from sharing its first block.
+	hex := fmt.Sprintf("%08x", rand.Uint32())
+	nonce := hex + ":"
 	prompt, err := s.fitCachePrompt(ctx, model, t, nonce, n)
 	if err != nil {
 		pair.Cold.Err = err.Error()
 		return pair
 	}
-	id := fmt.Sprintf("canary_cache_%s_%s", t.name, nonce[7:len(nonce)-1])
+	id := fmt.Sprintf("canary_cache_%s_%s", t.name, hex)
 	if pair.Cold = s.probeCompletion(ctx, model, cfg, t.target, prompt, id+"_cold"); pair.Cold.Err == "" {
 		pair.Warm = s.probeCompletion(ctx, model, cfg, t.target, prompt, id+"_warm")
 	}
@@ -115,7 +118,7 @@ func (s *Server) probePair(ctx context.Context, model string, cfg config.Canary,
 func (s *Server) fitCachePrompt(ctx context.Context, model string, t canaryTarget, nonce string, n int) (string, error) {
 	f := canary.NewPromptFit(n)
 	for !f.Done {
-		count, err := s.countTokens(ctx, model, t, canary.CachePrompt(nonce, f.Cut))
+		count, err := s.countTokens(ctx, model, t, f.Prompt(nonce))
 		if err != nil {
 			return "", fmt.Errorf("counting the prompt's tokens: %w", err)
 		}
@@ -124,7 +127,7 @@ func (s *Server) fitCachePrompt(ctx context.Context, model string, t canaryTarge
 	if !f.Found {
 		return "", fmt.Errorf("the engine's tokenizer counts no prompt of the filler text as %d tokens", n)
 	}
-	return canary.CachePrompt(nonce, f.Cut), nil
+	return f.Prompt(nonce), nil
 }
 
 // countTokens asks the engine's tokenizer how many tokens the completions endpoint makes of
