@@ -25,11 +25,20 @@ type Limits struct {
 }
 
 func (l Limits) full(r *Replica, now time.Time) bool {
-	if l.MaxOutstanding > 0 && r.Outstanding >= l.MaxOutstanding {
+	if c := l.Capacity(r); c > 0 && r.Outstanding >= c {
 		return true
 	}
 	fresh := l.StaleAfter <= 0 || now.Sub(r.Load.At) <= l.StaleAfter
 	return l.MaxQueue > 0 && fresh && !r.Load.At.IsZero() && r.Load.Waiting >= l.MaxQueue
+}
+
+// Capacity is how many of this gateway's attempts r takes at once: MaxOutstanding when
+// configured, else the slots its engine reports (Replica.Slots), else 0, no bound.
+func (l Limits) Capacity(r *Replica) int {
+	if l.MaxOutstanding > 0 {
+		return l.MaxOutstanding
+	}
+	return r.Slots
 }
 
 // Pool is the set of replicas serving one model.

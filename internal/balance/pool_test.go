@@ -178,3 +178,25 @@ func TestAddAndRemove(t *testing.T) {
 		t.Fatalf("replicas %v", p.Replicas)
 	}
 }
+
+// A replica's capacity is max_outstanding when set, else the slots its engine reports:
+// at that many of this gateway's attempts it takes no more.
+func TestCapacityFromEngineSlots(t *testing.T) {
+	p, now := pool(), time.Unix(1000, 0)
+	a := p.Replicas[0]
+	a.Slots, a.Outstanding = 2, 2
+	if st := a.StateAt(now, p.Limits); st != Overloaded {
+		t.Fatalf("a at its engine's 2 slots is %s, want overloaded", st)
+	}
+	a.Outstanding = 1
+	if st := a.StateAt(now, p.Limits); st != Healthy {
+		t.Fatalf("a with a slot free is %s", st)
+	}
+	p.Limits.MaxOutstanding = 1 // the configuration wins
+	if st := a.StateAt(now, p.Limits); st != Overloaded || p.Limits.Capacity(a) != 1 {
+		t.Fatalf("a at max_outstanding 1 is %s, capacity %d", st, p.Limits.Capacity(a))
+	}
+	if p.Limits.MaxOutstanding = 0; p.Limits.Capacity(p.Replicas[1]) != 0 {
+		t.Fatal("a replica whose engine says nothing has a capacity")
+	}
+}

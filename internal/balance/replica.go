@@ -59,6 +59,10 @@ type Replica struct {
 	// NoAffinity: prefix affinity never prefers the replica, whose cache is not trusted
 	// (the canary found it changing answers).
 	NoAffinity bool
+	// Slots is how many requests the engine says it decodes at once (llama.cpp's
+	// total_slots, SGLang's max_running_requests; 0: it does not say): the replica's
+	// capacity when the pool sets no MaxOutstanding.
+	Slots int
 	// Prefix is the record of the prompt blocks the replica was sent, which the
 	// cache-aware policy matches prompts against (nil: none kept).
 	Prefix *PrefixRecord

@@ -42,6 +42,10 @@ type Facts struct {
 	Version string
 	// Fingerprint holds the facts under the gateway's fingerprint keys (config.FingerprintKeys).
 	Fingerprint map[string]string
+	// Slots is how many requests the engine decodes at once, when it says (llama.cpp's
+	// total_slots, SGLang's max_running_requests when set); 0: it does not. vLLM states no
+	// max_num_seqs anywhere it can be read.
+	Slots int
 }
 
 func (f *Facts) set(k, v string) {
@@ -128,6 +132,9 @@ func SGLangServerInfo(body []byte) (Facts, error) {
 	}
 	model := str("model_path")
 	f.Version = str("version")
+	if n := gjson.GetBytes(body, "max_running_requests"); n.Type == gjson.Number && n.Int() > 0 {
+		f.Slots = int(n.Int())
+	}
 	f.set("model", model)
 	f.set("revision", str("revision"))
 	if f.Fingerprint["revision"] == "" {
@@ -197,6 +204,9 @@ func LlamaCppProps(body []byte) (Facts, error) {
 		return true
 	})
 	f.set("lora", strings.Join(adapters, ","))
+	if n := gjson.GetBytes(body, "total_slots"); n.Type == gjson.Number && n.Int() > 0 {
+		f.Slots = int(n.Int())
+	}
 	return f, nil
 }
 

@@ -64,6 +64,12 @@ func TestSGLangServerInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f.Slots != 0 {
+		t.Errorf("slots %d, want 0: the recorded server runs with max_running_requests null", f.Slots)
+	}
+	if g, _ := SGLangServerInfo([]byte(`{"model_path":"m","max_running_requests":48}`)); g.Slots != 48 {
+		t.Errorf("slots %d, want the configured 48", g.Slots)
+	}
 	path := "/models/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/a09a35458c702b33eeacc393d103063234e8bc28"
 	want := map[string]string{
 		"model":                  path,
@@ -104,6 +110,9 @@ func TestLlamaCppProps(t *testing.T) {
 	f, err := LlamaCppProps(body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.Slots != 2 {
+		t.Errorf("slots %d, want the recorded total_slots 2", f.Slots)
 	}
 	tmpl := "{%- for message in messages -%}{{ message['role'] + ': ' }}"
 	if f.Engine != "llamacpp" || f.Version != "b11669-Debian" || f.Fingerprint["model"] != "/models/tiny.gguf" ||

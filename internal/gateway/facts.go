@@ -201,6 +201,10 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 	}
 	f := p.factsOf(tg.name)
 	f.engineSource, f.version = from, facts.Version
+	if r := p.b.Find(tg.name); r.Slots != facts.Slots {
+		r.Slots = facts.Slots
+		p.grantWaiting(s.now()) // more slots may take a waiter now
+	}
 	p.setSource(tg.name, sourceEngine, facts.Fingerprint)
 }
 

@@ -646,6 +646,9 @@ func TestLlamacppLoadFromMetrics(t *testing.T) {
 	e := newLlamaEnv(t, 2, func(c *config.Config) {
 		c.Models[0].Replicas[1].Priority = 0 // one tier: the less loaded replica serves
 		c.Models[0].MaxQueue = 1
+		// No queue in the gateway: the engines' own, at max_queue, make the pool shed
+		// (TestLlamacppSlotsQueueInTheGateway has the queue).
+		c.Models[0].Queue.MaxLen = -1
 	})
 	ctx := testCtx(t)
 	// Both slots of llama-1 busy, nothing waiting.
@@ -865,5 +868,28 @@ func TestLlamacppBackToBackStreams(t *testing.T) {
 		if rec := e.record(id); rec.Outcome != "completed" || len(rec.Attempts) != 1 {
 			t.Fatalf("stream %d of %d: journal %+v", i+1, n, rec)
 		}
+	}
+}
+
+// llama.cpp says how many requests it decodes at once (/props: total_slots, two here):
+// without max_outstanding, that is each replica's capacity, and a flood of six streams on
+// one replica waits in the gateway's fair queue for a slot rather than in the engine's
+// FIFO, and completes.
+func TestLlamacppSlotsQueueInTheGateway(t *testing.T) {
+	e := newLlamaEnv(t, 1, nil)
+	e.refresh()
+	ctx := testCtx(t)
+	results := make(chan apiResult, 6)
+	for i := range 6 {
+		go func() { results <- llamaChatStream(ctx, e, fmt.Sprintf("flood %d", i), 8, ignoreText) }()
+	}
+	for range 6 {
+		if r := <-results; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	m := e.metrics()
+	if !strings.Contains(m, `fencegate_queue_ended_total{end="dequeued",model="`+llamatest.ModelName+`",priority="0"}`) {
+		t.Fatalf("no stream waited in the gateway's queue:\n%s", grepLines(m, "fencegate_queue"))
 	}
 }

@@ -47,9 +47,17 @@ func (p *pool) configureQueue(maxWait time.Duration, maxLen int) {
 }
 
 // knowsCapacity reports whether the pool's replicas have a known capacity
-// (max_outstanding): only then do requests wait here; otherwise the engines' own queues
-// hold them, as without this queue. Callers hold mu.
-func (p *pool) knowsCapacity() bool { return p.b.Limits.MaxOutstanding > 0 }
+// (max_outstanding, or the slots an engine reports: balance.Limits.Capacity): only then do
+// requests wait here; otherwise the engines' own queues hold them, as without this queue.
+// Callers hold mu.
+func (p *pool) knowsCapacity() bool {
+	for _, r := range p.b.Replicas {
+		if p.b.Limits.Capacity(r) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // enqueue makes attempt a wait for a slot, shedding a waiter when the queue is full, and
 // answers Acquire. Callers hold mu.
