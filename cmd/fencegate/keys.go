@@ -102,7 +102,7 @@ func keysParse(ctx context.Context, fs *flag.FlagSet, path *string, args []strin
 }
 
 func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := keysFlags("create", "fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] [--traces off|errors|all] --config FILE\n       fencegate keys create --id ID --admin --config FILE", stdout)
+	fs, path := keysFlags("create", "fencegate keys create --id ID [--models M1,M2] [--max-concurrent N] [--rpm N] [--tpm N] [--traces off|errors|all]\n         [--weight N] [--priority N] [--fairness-header] [--priority-header] --config FILE\n       fencegate keys create --id ID --admin --config FILE", stdout)
 	id := fs.String("id", "", "the key's id, as the journal, logs and metrics name it (required)")
 	models := fs.String("models", "", "comma-separated models the key may use (default: every model)")
 	maxConc := fs.Int64("max-concurrent", 0, "requests the key may run at once (0: no limit)")
@@ -110,6 +110,10 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	tpm := fs.Int64("tpm", 0, "output tokens per minute (0: no limit)")
 	traces := fs.String("traces", "", "the key's trace mode, off, errors or all, followed instead of traces.mode (default: traces.mode)")
 	admin := fs.Bool("admin", false, "create an admin key (the operator's calls), not a tenant key (the API)")
+	weight := fs.Int("weight", 1, "the key's share of a full pool's freed slots against the other keys")
+	priority := fs.Int("priority", 0, fmt.Sprintf("the key's class in a full pool's queue, %d to %d: a higher class is served first, the lowest shed first", config.MinPriority, config.MaxPriority))
+	fairnessHeader := fs.Bool("fairness-header", false, "the key may name whom a request is for in X-Fencegate-Fairness-Id: those share its turns equally")
+	priorityHeader := fs.Bool("priority-header", false, "the key may set a request's class in X-Fencegate-Priority")
 	cfg, st, err := keysParse(ctx, fs, path, args)
 	if err != nil {
 		return err
@@ -118,14 +122,22 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *maxConc < 0 || *rpm < 0 || *tpm < 0 {
 		return cli.Usagef("keys create: limits must be >= 0")
 	}
+	if *weight < 1 {
+		return cli.Usagef("keys create: --weight %d must be >= 1", *weight)
+	}
+	if *priority < config.MinPriority || *priority > config.MaxPriority {
+		return cli.Usagef("keys create: --priority %d must be from %d to %d", *priority, config.MinPriority, config.MaxPriority)
+	}
 	mode, err := traceModeFlag(*traces)
 	if err != nil {
 		return err
 	}
-	if *admin && (*models != "" || *maxConc != 0 || *rpm != 0 || *tpm != 0 || *traces != "") {
-		return cli.Usagef("keys create: --admin keys reach the operator's calls, not the API: --models, --max-concurrent, --rpm, --tpm and --traces do not apply")
+	queued := *weight != 1 || *priority != 0 || *fairnessHeader || *priorityHeader
+	if *admin && (*models != "" || *maxConc != 0 || *rpm != 0 || *tpm != 0 || *traces != "" || queued) {
+		return cli.Usagef("keys create: --admin keys reach the operator's calls, not the API: --models, --max-concurrent, --rpm, --tpm, --traces and the queue's flags do not apply")
 	}
-	return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode, Admin: *admin}, stdout, stderr)
+	return createKey(ctx, st, cfg, store.APIKey{ID: *id, Models: splitList(*models), MaxConcurrent: *maxConc, RPM: *rpm, TPM: *tpm, Traces: mode, Admin: *admin,
+		Weight: *weight, Priority: *priority, FairnessHeader: *fairnessHeader, PriorityHeader: *priorityHeader}, stdout, stderr)
 }
 
 func keysList(ctx context.Context, args []string, stdout io.Writer) error {
@@ -227,7 +239,22 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tMODELS\tMAX_CONCURRENT\tRPM\tTPM\tTRACES\tCREATED\tREVOKED")
+	fmt.Fprintln(tw, "ID\tSOURCE\tMODELS\tMAX_CONCURRENT\tRPM\tTPM\tTRACES\tWEIGHT\tCLASS\tHEADERS\tCREATED\tREVOKED")
+	// A key's place in a full pool's queue: its weight, its class, the headers it may set.
+	queue := func(weight, class int, fairness, priority bool) string {
+		var hs []string
+		if fairness {
+			hs = append(hs, "fairness")
+		}
+		if priority {
+			hs = append(hs, "priority")
+		}
+		h := strings.Join(hs, ",")
+		if h == "" {
+			h = "-"
+		}
+		return fmt.Sprintf("%d\t%d\t%s", max(weight, 1), class, h)
+	}
 	limit := func(n int64) string {
 		if n == 0 {
 			return "-"
@@ -248,11 +275,11 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		return m
 	}
 	for _, c := range cfg.Auth.Keys {
-		fmt.Fprintf(tw, "%s\tconfig\t%s\t%s\t%s\t%s\t%s\t-\t-\n", c.ID, list(c.Models), limit(int64(c.MaxConcurrent)), limit(int64(c.RPM)), limit(int64(c.TPM)),
-			mode(string(c.Traces)))
+		fmt.Fprintf(tw, "%s\tconfig\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\n", c.ID, list(c.Models), limit(int64(c.MaxConcurrent)), limit(int64(c.RPM)), limit(int64(c.TPM)),
+			mode(string(c.Traces)), queue(c.Weight, c.Priority, c.FairnessHeader, c.PriorityHeader))
 	}
 	for _, c := range cfg.Auth.AdminKeys {
-		fmt.Fprintf(tw, "%s\tconfig (admin)\t*\t-\t-\t-\t-\t-\t-\n", c.ID)
+		fmt.Fprintf(tw, "%s\tconfig (admin)\t*\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", c.ID)
 	}
 	for _, k := range keys {
 		revoked := "-"
@@ -263,8 +290,12 @@ func listKeys(ctx context.Context, st store.Store, cfg *config.Config, stdout io
 		if k.Admin {
 			source = "store (admin)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, source, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
-			mode(k.Traces), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		q := queue(k.Weight, k.Priority, k.FairnessHeader, k.PriorityHeader)
+		if k.Admin {
+			q = "-\t-\t-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, source, list(k.Models), limit(k.MaxConcurrent), limit(k.RPM), limit(k.TPM),
+			mode(k.Traces), q, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return tw.Flush()
 }

@@ -49,7 +49,8 @@ var keyShape = regexp.MustCompile(`^fg-[A-Za-z0-9_-]{43}$`)
 // limits, trace modes and times, never a key; revoke marks the key; ids are never reused.
 func TestKeysCreateListRevoke(t *testing.T) {
 	path, db := keysFixture(t, "auth:\n  keys: [{id: cfg-key, key_sha256: \""+strings.Repeat("ab", 32)+"\", rpm: 7, traces: errors}]\n")
-	out, _, err := runKeys(t, "create", "--id", "team-a", "--models", "sim-model", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "2", "--traces", "all", "--config", path)
+	out, _, err := runKeys(t, "create", "--id", "team-a", "--models", "sim-model", "--rpm", "60", "--tpm", "1000", "--max-concurrent", "2", "--traces", "all",
+		"--weight", "3", "--priority", "-5", "--fairness-header", "--priority-header", "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +76,9 @@ func TestKeysCreateListRevoke(t *testing.T) {
 		{"create", "--id", "bad id!", "--config", path}, // not an id
 		{"create", "--id", "x", "--rpm", "-1", "--config", path},
 		{"create", "--id", "x", "--traces", "verbose", "--config", path},
+		{"create", "--id", "x", "--weight", "0", "--config", path},
+		{"create", "--id", "x", "--priority", "101", "--config", path},
+		{"create", "--id", "x", "--admin", "--weight", "2", "--config", path},
 		{"revoke", "--id", "nobody", "--config", path},
 		{"revoke", "--id", "cfg-key", "--config", path},
 		{"create", "--id", "x"}, // no --config
@@ -102,10 +106,10 @@ func TestKeysCreateListRevoke(t *testing.T) {
 		t.Fatalf("list:\n%s", list)
 	}
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^ID\s+SOURCE\s+MODELS\s+MAX_CONCURRENT\s+RPM\s+TPM\s+TRACES\s+CREATED\s+REVOKED$`),
-		regexp.MustCompile(`^cfg-key\s+config\s+\*\s+-\s+7\s+-\s+errors\s+-\s+-$`),
-		regexp.MustCompile(`^team-a\s+store\s+sim-model\s+2\s+60\s+1000\s+all\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`),
-		regexp.MustCompile(`^team-b\s+store\s+\*\s+-\s+-\s+-\s+-\s+\S+Z\s+\d{4}-\d\d-\d\dT\S+Z$`),
+		regexp.MustCompile(`^ID\s+SOURCE\s+MODELS\s+MAX_CONCURRENT\s+RPM\s+TPM\s+TRACES\s+WEIGHT\s+CLASS\s+HEADERS\s+CREATED\s+REVOKED$`),
+		regexp.MustCompile(`^cfg-key\s+config\s+\*\s+-\s+7\s+-\s+errors\s+1\s+0\s+-\s+-\s+-$`),
+		regexp.MustCompile(`^team-a\s+store\s+sim-model\s+2\s+60\s+1000\s+all\s+3\s+-5\s+fairness,priority\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`),
+		regexp.MustCompile(`^team-b\s+store\s+\*\s+-\s+-\s+-\s+-\s+1\s+0\s+-\s+\S+Z\s+\d{4}-\d\d-\d\dT\S+Z$`),
 	}
 	for i, re := range want {
 		if !re.MatchString(lines[i]) {
@@ -137,7 +141,7 @@ func TestKeysCreateTraces(t *testing.T) {
 		t.Errorf("a key with a bad --traces was stored:\n%s", list)
 	}
 	for id, mode := range map[string]string{"quiet": "off", "failures": "errors", "everything": "all"} {
-		re := regexp.MustCompile(`(?m)^` + id + `\s+store\s+\*\s+-\s+-\s+-\s+` + mode + `\s+\S+Z\s+-$`)
+		re := regexp.MustCompile(`(?m)^` + id + `\s+store\s+\*\s+-\s+-\s+-\s+` + mode + `\s+1\s+0\s+-\s+\S+Z\s+-$`)
 		if !re.MatchString(list) {
 			t.Errorf("list does not show %s with traces %s:\n%s", id, mode, list)
 		}

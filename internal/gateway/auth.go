@@ -125,7 +125,8 @@ func (s *Server) loadStoreKeys(ctx context.Context, since time.Time) error {
 			continue // the store validates hashes; a bad row names no key
 		}
 		keys[string(b)] = apiKey{ID: k.ID, Admin: k.Admin, models: k.Models, traces: config.TraceMode(k.Traces),
-			limits: limits.Limits{MaxConcurrent: k.MaxConcurrent, RPM: k.RPM, TPM: k.TPM}}
+			limits: limits.Limits{MaxConcurrent: k.MaxConcurrent, RPM: k.RPM, TPM: k.TPM},
+			queue:  keyQueue{weight: k.Weight, priority: k.Priority, fairnessHeader: k.FairnessHeader, priorityHeader: k.PriorityHeader}}
 		anyAdmin = anyAdmin || k.Admin
 	}
 	sk.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/sim"
+	"github.com/fencegate/fencegate/internal/store"
 )
 
 // The keys of the queue tests, and their secrets.
@@ -304,5 +305,40 @@ func TestQueueShedsTheLowestFirst(t *testing.T) {
 	}
 	if m := e.metrics(); !strings.Contains(m, `fencegate_queue_ended_total{end="shed",model="sim-model",priority="-1"} 2`) {
 		t.Errorf("/metrics does not count the two shed:\n%s", grepLines(m, "fencegate_queue"))
+	}
+}
+
+// A key kept in the store (fencegate keys create --priority) has its class in the queue as
+// a configured key has: its waiting request takes the next slot ahead of earlier ones.
+func TestStoredKeyClassInTheQueue(t *testing.T) {
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	const storedUrgent = "sk-queue-stored-urgent-key"
+	createStoreKey(t, st, store.APIKey{ID: "stored-urgent", Priority: 20}, storedUrgent)
+	e := newEnv(t, envOptions{replicas: 1, store: st, config: func(c *config.Config) {
+		c.Models[0].MaxOutstanding = 1
+		c.Policy.Keepalive = config.Duration(10 * time.Millisecond)
+		c.Auth = config.Auth{Keys: []config.APIKey{{ID: "a", Key: floodKey}}}
+	}})
+	if err := e.gw.RefreshKeys(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hold := hung(t, e, floodKey)
+	low := sendStream(t, e, floodKey, streamBody("low", 2))
+	low.waitHeaders(t)
+	urgent := sendStream(t, e, storedUrgent, streamBody("urgent", 2))
+	urgent.waitHeaders(t)
+	hold.cancel()
+	for _, qs := range []*queuedStream{low, urgent} {
+		if body := qs.wait(t); !strings.Contains(body, "[DONE]") {
+			t.Fatalf("stream %s: %s", qs.id, body)
+		}
+	}
+	var order []string
+	for _, r := range e.sims[0].Records()[1:] {
+		order = append(order, r.RequestID)
+	}
+	if want := []string{urgent.id, low.id}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("served %v, want the stored key's class-20 request first: %v", order, want)
 	}
 }

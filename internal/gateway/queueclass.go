@@ -26,8 +26,8 @@ type keyQueue struct {
 
 // queueClass is where a request of key k waits when every replica of its pool is at its
 // capacity: in its key's flow, with its key's weight, in its key's class — or the class
-// and fairness id its headers name, when its key may set them. A key kept in the store
-// (fencegate keys) has the defaults: weight 1, class 0, no headers.
+// and fairness id its headers name, when its key may set them. Configured keys and keys
+// kept in the store (fencegate keys create --weight, --priority, ...) alike.
 func queueClass(k apiKey, r *http.Request) request.Class {
 	c := request.Class{Flow: k.ID, Weight: max(k.queue.weight, 1), Priority: k.queue.priority}
 	if k.queue.fairnessHeader {

@@ -35,14 +35,28 @@ type APIKey struct {
 	Traces string
 	// Admin keys reach the operator's calls (/admin/*, pprof, the full /readyz and
 	// /metrics) and read every request; tenant keys reach /v1/* only.
-	Admin     bool
-	CreatedAt time.Time
+	Admin bool
+	// Weight, Priority, FairnessHeader and PriorityHeader are the key's place in a full
+	// pool's queue, as config.APIKey has them (docs/design.md §3, "The queue"); the
+	// gateway reads a weight of 0 as 1 (keys stored before these existed have 1).
+	Weight         int
+	Priority       int
+	FairnessHeader bool
+	PriorityHeader bool
+	CreatedAt      time.Time
 	// RevokedAt is when the key was revoked; zero while it is valid.
 	RevokedAt time.Time
 }
 
 // Revoked reports whether the key was revoked.
 func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// The bounds of a key's priority class (config.MinPriority, config.MaxPriority; the store
+// does not import the configuration).
+const (
+	minPriority = -100
+	maxPriority = 100
+)
 
 // maxKeyID bounds an id: it is a label in logs and metrics.
 const maxKeyID = 128
@@ -57,6 +71,10 @@ func (k APIKey) validate() error {
 		return errors.New("zero CreatedAt")
 	case k.MaxConcurrent < 0 || k.RPM < 0 || k.TPM < 0:
 		return errors.New("negative limit")
+	case k.Weight < 0:
+		return errors.New("negative weight")
+	case k.Priority < minPriority || k.Priority > maxPriority:
+		return fmt.Errorf("priority %d outside [%d, %d]", k.Priority, minPriority, maxPriority)
 	}
 	if b, err := hex.DecodeString(k.KeySHA256); err != nil || len(b) != 32 || hex.EncodeToString(b) != k.KeySHA256 {
 		return errors.New("KeySHA256 is not 64 lower-case hex digits")
@@ -86,8 +104,8 @@ type KeyStore interface {
 }
 
 const (
-	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at, traces, admin`
-	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`
+	keyColumns   = `id, key_sha256, models, max_concurrent, rpm, tpm, created_at, revoked_at, traces, admin, weight, priority, fairness_header, priority_header`
+	insertKeySQL = `INSERT INTO api_keys (` + keyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING`
 	selectKeySQL = `SELECT ` + keyColumns + ` FROM api_keys ORDER BY id`
 	revokeKeySQL = `UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0`
 	keyExistsSQL = `SELECT id FROM api_keys WHERE id = $1`
@@ -110,7 +128,7 @@ func (s *sqlStore) CreateKey(ctx context.Context, k APIKey) error {
 	err := s.b.inTx(ctx, func(tx sqlQuerier) error {
 		var err error
 		n, err = tx.exec(ctx, insertKeySQL, k.ID, k.KeySHA256, encodeModels(k.Models), k.MaxConcurrent, k.RPM, k.TPM,
-			toNanos(k.CreatedAt), toNanos(k.RevokedAt), k.Traces, k.Admin)
+			toNanos(k.CreatedAt), toNanos(k.RevokedAt), k.Traces, k.Admin, int64(k.Weight), int64(k.Priority), k.FairnessHeader, k.PriorityHeader)
 		return err
 	})
 	if err == nil && n == 0 {
@@ -136,9 +154,12 @@ func (s *sqlStore) ListKeys(ctx context.Context) ([]APIKey, error) {
 			models             string
 			created, revokedAt int64
 		)
-		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt, &k.Traces, &k.Admin); err != nil {
+		var weight, priority int64
+		if err := rows.Scan(&k.ID, &k.KeySHA256, &models, &k.MaxConcurrent, &k.RPM, &k.TPM, &created, &revokedAt, &k.Traces, &k.Admin,
+			&weight, &priority, &k.FairnessHeader, &k.PriorityHeader); err != nil {
 			return nil, fmt.Errorf("store: %s: scan key: %w", s.name, err)
 		}
+		k.Weight, k.Priority = int(weight), int(priority)
 		if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
 			return nil, fmt.Errorf("store: %s: key %q: models: %w", s.name, k.ID, err)
 		}

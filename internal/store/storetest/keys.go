@@ -55,15 +55,17 @@ func testKeysRoundTrip(t *testing.T, b Backend) {
 	traced := store.APIKey{ID: "team-c", KeySHA256: hash('c'), Traces: "all", CreatedAt: t0}
 	untraced := store.APIKey{ID: "team-d", KeySHA256: hash('d'), Traces: "off", CreatedAt: t0}
 	ops := store.APIKey{ID: "ops", KeySHA256: hash('e'), Admin: true, CreatedAt: t0}
-	for _, k := range []store.APIKey{limited, plain, untraced, traced, ops} {
+	queued := store.APIKey{ID: "team-e", KeySHA256: hash('f'), Weight: 3, Priority: -100, FairnessHeader: true, PriorityHeader: true, CreatedAt: t0}
+	for _, k := range []store.APIKey{limited, plain, untraced, traced, ops, queued} {
 		if err := s.CreateKey(ctx(t), k); err != nil {
 			t.Fatalf("CreateKey(%s): %v", k.ID, err)
 		}
 	}
 	// Ordered by id, models kept in order (a comma inside a name included), no models
 	// read back as nil, each trace mode kept ("" too: the gateway's), an admin key read
-	// back as one and every other key as a tenant key.
-	want := []store.APIKey{ops, plain, limited, traced, untraced}
+	// back as one and every other key as a tenant key, a key's place in the queue (weight,
+	// class, the headers it may set) as created.
+	want := []store.APIKey{ops, plain, limited, traced, untraced, queued}
 	assertKeys(t, "after create", mustListKeys(t, s), want)
 	assertKeys(t, "from a second gateway", mustListKeys(t, b.peer(t, s)), want)
 }
@@ -125,6 +127,8 @@ func testKeysInvalid(t *testing.T, b Backend) {
 		"non-hex hash":      {ID: "a", KeySHA256: hash('g'), CreatedAt: t0},
 		"no created time":   {ID: "a", KeySHA256: hash('a')},
 		"negative limit":    {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, RPM: -1},
+		"negative weight":   {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Weight: -1},
+		"class too high":    {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Priority: 101},
 		"empty model name":  {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Models: []string{"m", ""}},
 		"unknown traces":    {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Traces: "some"},
 		"traces true":       {ID: "a", KeySHA256: hash('a'), CreatedAt: t0, Traces: "true"},
