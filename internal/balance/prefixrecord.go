@@ -1,7 +1,6 @@
 package balance
 
 import (
-	"container/list"
 	"encoding/binary"
 
 	"github.com/cespare/xxhash/v2"
@@ -73,17 +72,32 @@ func appendBlock(out []uint64, d *xxhash.Digest, chain *[8]byte, b []byte) []uin
 // its first, so the record drops a prompt's tail before its head, as vLLM frees a
 // request's blocks tail first: what is kept of a prompt is always a prefix of it, which
 // Match relies on. Not safe for concurrent use; the pool's lock guards it.
+//
+// The recency list is kept in a slice, linked by index, with a free list: recording a
+// long prompt allocates nothing per block (it runs under the pool's lock, on every
+// request).
 type PrefixRecord struct {
 	// Capacity is the most blocks kept (at least 1).
 	Capacity int
 
-	lru   list.List // of uint64 block hashes; front is most recently used
-	index map[uint64]*list.Element
+	index map[uint64]int32 // block hash → its node
+	nodes []prefixNode
+	// head is the least recently used node, tail the most (-1: none); free the first
+	// unused node (-1: none).
+	head, tail, free int32
+}
+
+// prefixNode is one block in the recency list.
+type prefixNode struct {
+	hash       uint64
+	prev, next int32
 }
 
 // NewPrefixRecord returns an empty record of capacity blocks.
 func NewPrefixRecord(capacity int) *PrefixRecord {
-	return &PrefixRecord{Capacity: max(capacity, 1), index: make(map[uint64]*list.Element)}
+	r := &PrefixRecord{Capacity: max(capacity, 1)}
+	r.Clear()
+	return r
 }
 
 // Len is the number of blocks kept.
@@ -106,30 +120,83 @@ func (r *PrefixRecord) Match(blocks []uint64) int {
 }
 
 // Insert records that the replica was sent blocks, most recently used now, and evicts the
-// least recently used blocks beyond capacity.
+// least recently used blocks beyond capacity. Of a prompt longer than the capacity only
+// its first Capacity blocks are recorded: its tail would be evicted by its own head.
 func (r *PrefixRecord) Insert(blocks []uint64) {
 	if r.index == nil {
-		r.index = make(map[uint64]*list.Element)
+		r.Clear()
 	}
+	limit := max(r.Capacity, 1)
+	blocks = blocks[:min(len(blocks), limit)]
 	for i := len(blocks) - 1; i >= 0; i-- {
 		h := blocks[i]
-		if e, ok := r.index[h]; ok {
-			r.lru.MoveToBack(e)
+		if n, ok := r.index[h]; ok {
+			r.unlink(n)
+			r.pushTail(n)
 			continue
 		}
-		r.index[h] = r.lru.PushBack(h)
+		for len(r.index) >= limit {
+			r.evictHead()
+		}
+		n := r.alloc(h)
+		r.index[h] = n
+		r.pushTail(n)
 	}
-	// The back is the most recent: the prompt's first block, touched last. Evict from the
-	// front, where the oldest and, within one prompt, the tail blocks are.
-	for len(r.index) > max(r.Capacity, 1) {
-		e := r.lru.Front()
-		delete(r.index, e.Value.(uint64))
-		r.lru.Remove(e)
+	// The tail is the most recent: the prompt's first block, touched last. What goes
+	// first is at the head: the oldest and, within one prompt, its tail blocks.
+	for len(r.index) > limit {
+		r.evictHead()
 	}
 }
 
 // Clear forgets every block: the engine's cache was reset (a restart, new weights).
 func (r *PrefixRecord) Clear() {
-	clear(r.index)
-	r.lru.Init()
+	r.index = make(map[uint64]int32)
+	r.nodes = r.nodes[:0]
+	r.head, r.tail, r.free = -1, -1, -1
+}
+
+func (r *PrefixRecord) alloc(h uint64) int32 {
+	if n := r.free; n >= 0 {
+		r.free = r.nodes[n].next
+		r.nodes[n] = prefixNode{hash: h, prev: -1, next: -1}
+		return n
+	}
+	r.nodes = append(r.nodes, prefixNode{hash: h, prev: -1, next: -1})
+	return int32(len(r.nodes) - 1)
+}
+
+func (r *PrefixRecord) unlink(n int32) {
+	nd := &r.nodes[n]
+	if nd.prev >= 0 {
+		r.nodes[nd.prev].next = nd.next
+	} else {
+		r.head = nd.next
+	}
+	if nd.next >= 0 {
+		r.nodes[nd.next].prev = nd.prev
+	} else {
+		r.tail = nd.prev
+	}
+	nd.prev, nd.next = -1, -1
+}
+
+func (r *PrefixRecord) pushTail(n int32) {
+	r.nodes[n].prev, r.nodes[n].next = r.tail, -1
+	if r.tail >= 0 {
+		r.nodes[r.tail].next = n
+	} else {
+		r.head = n
+	}
+	r.tail = n
+}
+
+func (r *PrefixRecord) evictHead() {
+	n := r.head
+	if n < 0 {
+		return
+	}
+	r.unlink(n)
+	delete(r.index, r.nodes[n].hash)
+	r.nodes[n].next, r.free = r.free, n
 }

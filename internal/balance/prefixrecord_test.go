@@ -2,6 +2,7 @@ package balance
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -140,5 +141,52 @@ func TestPickPromptPrefersLongestCachedPrefix(t *testing.T) {
 	p.Limits.CacheAware = false
 	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "b" {
 		t.Fatalf("without CacheAware picked %s, want the least loaded b", r.Name)
+	}
+}
+
+// A prompt longer than the record keeps its head: the first Capacity blocks.
+func TestPrefixRecordLongPromptKeepsItsHead(t *testing.T) {
+	r := NewPrefixRecord(8)
+	blocks := PrefixBlocks(0, prompt(20*PrefixBlockBytes, 2))
+	r.Insert(blocks)
+	if r.Len() != 8 || r.Match(blocks) != 8 {
+		t.Fatalf("len %d, match %d; want the first 8 blocks", r.Len(), r.Match(blocks))
+	}
+}
+
+// The record against a plain model of least-recently-used eviction (a slice in recency
+// order), over random inserts of prompts that share prefixes: the same blocks held,
+// the same matches.
+func TestPrefixRecordMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 50 {
+		capacity := 1 + rng.IntN(40)
+		r := NewPrefixRecord(capacity)
+		var model []uint64 // least recent first
+		touch := func(h uint64) {
+			if i := slices.Index(model, h); i >= 0 {
+				model = slices.Delete(model, i, i+1)
+			}
+			model = append(model, h)
+		}
+		for range 200 {
+			blocks := PrefixBlocks(0, prompt((1+rng.IntN(30))*PrefixBlockBytes, byte(rng.IntN(4))))
+			blocks = blocks[:min(len(blocks), capacity)]
+			r.Insert(blocks)
+			for i := len(blocks) - 1; i >= 0; i-- {
+				touch(blocks[i])
+				if len(model) > capacity {
+					model = model[1:]
+				}
+			}
+			if r.Len() != len(model) {
+				t.Fatalf("round %d: %d blocks held, the model %d", round, r.Len(), len(model))
+			}
+			for _, h := range model {
+				if _, ok := r.index[h]; !ok {
+					t.Fatalf("round %d: block %x evicted, the model keeps it", round, h)
+				}
+			}
+		}
 	}
 }
