@@ -190,3 +190,27 @@ func TestPrefixRecordMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPrefixBlocks hashes a 1 MiB prompt into blocks.
+func BenchmarkPrefixBlocks(b *testing.B) {
+	p := prompt(1<<20, 1)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		PrefixBlocks(0, p)
+	}
+}
+
+// BenchmarkPrefixRecordInsert records a 1 MiB prompt new to a record that holds others.
+func BenchmarkPrefixRecordInsert(b *testing.B) {
+	r := NewPrefixRecord(1 << 16)
+	prompts := make([][]uint64, 8)
+	for i := range prompts {
+		prompts[i] = PrefixBlocks(0, prompt(1<<20, byte(i)))
+	}
+	b.SetBytes(1 << 20)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r.Insert(prompts[i%len(prompts)])
+	}
+}
