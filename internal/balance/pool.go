@@ -101,11 +101,13 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 	var best, affine *Replica
 	var affineWeight uint64
 	cached := p.Limits.CacheAware && len(blocks) > 0
-	affineMatch := 0
+	affineMatch, holders, tierSize := 0, 0, 0
+	var tied []*Replica // the replicas holding affineMatch blocks
 	for _, r := range cands {
 		if r.Priority != tier {
 			continue
 		}
+		tierSize++
 		if best == nil || r.score() < best.score() {
 			best = r
 		}
@@ -116,9 +118,11 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 			if r.Prefix == nil {
 				continue
 			}
-			m := r.Prefix.Match(blocks)
-			if m > affineMatch || (m == affineMatch && m > 0 && r.score() < affine.score()) {
-				affine, affineMatch = r, m
+			switch m := r.Prefix.Match(blocks); {
+			case m > affineMatch:
+				affineMatch, tied = m, append(tied[:0], r)
+			case m == affineMatch && m > 0:
+				tied = append(tied, r)
 			}
 			continue
 		}
@@ -128,11 +132,38 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 			}
 		}
 	}
+	if holders = len(tied); holders > 0 {
+		affine = preferredHolder(tied, blocks[affineMatch-1], holders == tierSize)
+	}
 	if affine != nil && p.Limits.AffinityBound > 0 &&
 		float64(affine.score()) <= p.Limits.AffinityBound*float64(best.score()+1) {
 		return Choice{Replica: affine}
 	}
 	return Choice{Replica: best}
+}
+
+// preferredHolder chooses among the replicas that hold the same longest prefix of a
+// prompt, last its last block held. When every replica of the tier holds it (a prefix all
+// requests share, such as an application's system prompt), the least loaded: it is cached
+// wherever the request goes. When only some do, the one rendezvous hashing prefers for
+// that block, so that the requests sharing it keep to one replica, and to the others only
+// when the load bound sends them there: a prefix spread over every replica by ties is
+// cached nowhere for long once the caches are full.
+func preferredHolder(tied []*Replica, last uint64, everywhere bool) *Replica {
+	var pick *Replica
+	var weight uint64
+	for _, r := range tied {
+		if everywhere {
+			if pick == nil || r.score() < pick.score() {
+				pick = r
+			}
+			continue
+		}
+		if w := rendezvous(last, r.Name); pick == nil || w > weight {
+			pick, weight = r, w
+		}
+	}
+	return pick
 }
 
 // rendezvous is the highest-random-weight hash of (key, replica): every gateway prefers the

@@ -214,3 +214,36 @@ func BenchmarkPrefixRecordInsert(b *testing.B) {
 		r.Insert(prompts[i%len(prompts)])
 	}
 }
+
+// Ties on the longest prefix: when every replica of the tier holds it, the least loaded
+// takes the prompt; when only some do, rendezvous hashing of the last block held picks one
+// of them, the same one whatever their loads within the bound, so that the requests
+// sharing that prefix keep to one replica.
+func TestPickPromptTies(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := &Pool{Model: "m", Limits: Limits{AffinityBound: 10, CacheAware: true}}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		p.Replicas = append(p.Replicas, &Replica{Name: n, Prefix: NewPrefixRecord(1000)})
+	}
+	system := PrefixBlocks(0, prompt(4*PrefixBlockBytes, 3))
+	for _, r := range p.Replicas {
+		r.Prefix.Insert(system)
+	}
+	p.Replicas[2].Outstanding, p.Replicas[0].Outstanding, p.Replicas[1].Outstanding, p.Replicas[3].Outstanding = 0, 2, 2, 2
+	if r := p.PickPrompt(now, nil, 0, system).Replica; r.Name != "c" {
+		t.Fatalf("a prefix every replica holds went to %s, want the least loaded c", r.Name)
+	}
+	other := PrefixBlocks(0, prompt(4*PrefixBlockBytes, 9))
+	p.Replicas[0].Prefix.Insert(other)
+	p.Replicas[1].Prefix.Insert(other)
+	want := p.Replicas[0]
+	if rendezvous(other[3], "b") > rendezvous(other[3], "a") {
+		want = p.Replicas[1]
+	}
+	for _, loads := range [][2]int{{0, 3}, {3, 0}, {1, 1}} {
+		p.Replicas[0].Outstanding, p.Replicas[1].Outstanding = loads[0], loads[1]
+		if r := p.PickPrompt(now, nil, 0, other).Replica; r != want {
+			t.Fatalf("loads %v: a prefix a and b hold went to %s, want %s every time", loads, r.Name, want.Name)
+		}
+	}
+}
