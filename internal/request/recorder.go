@@ -92,7 +92,7 @@ func (rc *recorder) attemptEnded(a *Attempt, act failover.Action, info failover.
 func (rn *Run) markFirstDelta(now time.Time) {
 	rn.owner.check()
 	cur := rn.atts.cur
-	u := store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true}
+	u := store.UpdateRequest{At: now, Phase: store.PhaseStreaming, FirstDeltaSent: true, FirstDeltaAt: now}
 	if cur != nil {
 		u.ModelRevision = cur.rec.ModelRevision
 		if rn.shape.st.ResponseID != "" {

@@ -42,6 +42,9 @@ type UpdateRequest struct {
 	// FirstDeltaSent sets the boundary latch (false leaves it as it is). For
 	// keyed requests use Store.MarkFirstDelta, which is synchronous.
 	FirstDeltaSent bool
+	// FirstDeltaAt is when the first output was written to the client; the first one
+	// given wins, and one the row has already (Store.MarkFirstDelta's) is kept.
+	FirstDeltaAt time.Time
 	// DeliveredOutputTokens only grows: the larger of stored and given wins.
 	DeliveredOutputTokens int64
 	// QueuedMs, the request's time in its pool's queue, only grows too.
@@ -155,6 +158,9 @@ func applyUpdate(r *Request, u UpdateRequest) {
 		r.Outcome = u.Outcome
 	}
 	r.FirstDeltaSent = r.FirstDeltaSent || u.FirstDeltaSent
+	if r.FirstDeltaAt.IsZero() {
+		r.FirstDeltaAt = normTime(u.FirstDeltaAt)
+	}
 	r.DeliveredOutputTokens = max(r.DeliveredOutputTokens, u.DeliveredOutputTokens)
 	r.QueuedMs = max(r.QueuedMs, u.QueuedMs)
 	if u.ModelRevision != "" {
@@ -187,6 +193,9 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 		m.Outcome = b.Outcome
 	}
 	m.FirstDeltaSent = a.FirstDeltaSent || b.FirstDeltaSent
+	if m.FirstDeltaAt.IsZero() {
+		m.FirstDeltaAt = b.FirstDeltaAt
+	}
 	m.DeliveredOutputTokens = max(a.DeliveredOutputTokens, b.DeliveredOutputTokens)
 	m.QueuedMs = max(a.QueuedMs, b.QueuedMs)
 	if b.ModelRevision != "" {

@@ -215,6 +215,10 @@ func updateStmts(u *UpdateRequest) []sqlStmt {
 	if u.FirstDeltaSent {
 		set("first_delta_sent = TRUE")
 	}
+	if !u.FirstDeltaAt.IsZero() {
+		p := arg(toNanos(u.FirstDeltaAt))
+		set("first_delta_at = CASE WHEN first_delta_at = 0 THEN " + p + " ELSE first_delta_at END")
+	}
 	if u.DeliveredOutputTokens > 0 {
 		p := arg(u.DeliveredOutputTokens)
 		set("delivered_output_tokens = CASE WHEN delivered_output_tokens < " + p + " THEN " + p + " ELSE delivered_output_tokens END")
@@ -261,7 +265,7 @@ func updateResponseStmt(u *UpdateRequest) sqlStmt {
 // updateSetsFields reports whether u changes more than the stored response,
 // that is whether updateStmts has a statement other than updateResponseStmt.
 func updateSetsFields(u *UpdateRequest) bool {
-	return !u.At.IsZero() || u.Phase != "" || u.Outcome != OutcomeRunning || u.FirstDeltaSent ||
+	return !u.At.IsZero() || u.Phase != "" || u.Outcome != OutcomeRunning || u.FirstDeltaSent || !u.FirstDeltaAt.IsZero() ||
 		u.DeliveredOutputTokens > 0 || u.QueuedMs > 0 || u.ModelRevision != "" || u.Error != nil || u.ResponseID != ""
 }
 
@@ -285,14 +289,15 @@ var updateRowsUpdate = &multiRowInsert{
 	error = CASE WHEN v.column9 THEN v.column10 ELSE requests.error END,
 	response_id = COALESCE(v.column11, requests.response_id),
 	response_replica = CASE WHEN v.column11 IS NOT NULL THEN v.column12 ELSE requests.response_replica END,
-	queued_ms = CASE WHEN v.column13 > requests.queued_ms THEN v.column13 ELSE requests.queued_ms END
+	queued_ms = CASE WHEN v.column13 > requests.queued_ms THEN v.column13 ELSE requests.queued_ms END,
+	first_delta_at = CASE WHEN requests.first_delta_at = 0 AND v.column14 IS NOT NULL THEN v.column14 ELSE requests.first_delta_at END
 	FROM (VALUES `,
 	tail: `) AS v
 	WHERE requests.id = v.column1 AND (v.column2 IS NULL OR requests.owner = v.column2)`,
 	cols: updateRowColumnCount,
 }
 
-const updateRowColumnCount = 13
+const updateRowColumnCount = 14
 
 // appendUpdateRowArgs appends the VALUES row of u for updateRowsUpdate.
 func appendUpdateRowArgs(args []any, u *UpdateRequest) []any {
@@ -316,6 +321,7 @@ func appendUpdateRowArgs(args []any, u *UpdateRequest) []any {
 		null(u.ResponseID, u.ResponseID != ""),
 		u.ResponseReplica,
 		null(u.QueuedMs, u.QueuedMs > 0),
+		null(toNanos(u.FirstDeltaAt), !u.FirstDeltaAt.IsZero()),
 	)
 }
 

@@ -79,6 +79,8 @@ func testApplyUpdate(t *testing.T, b Backend) {
 		store.UpdateRequest{ID: "req_1", At: t0.Add(3), Phase: store.PhaseStreaming, FirstDeltaSent: true, DeliveredOutputTokens: 10},
 		store.UpdateRequest{ID: "req_1", DeliveredOutputTokens: 4, QueuedMs: 250}, // tokens never go down
 		store.UpdateRequest{ID: "req_1", QueuedMs: 120},                           // nor the time queued
+		store.UpdateRequest{ID: "req_1", FirstDeltaAt: t0.Add(7)},
+		store.UpdateRequest{ID: "req_1", FirstDeltaAt: t0.Add(9)}, // the first one stays
 		store.UpdateRequest{ID: "req_1", Outcome: store.OutcomeInterrupted, Error: []byte("e1")},
 		store.UpdateRequest{ID: "req_1", Outcome: store.OutcomeCompleted, Error: []byte("e2")}, // outcome is write-once
 		store.UpdateRequest{ID: "req_1", Response: []byte("resp"), ResponseIsSSE: true, ResponseStatus: 200},
@@ -97,6 +99,8 @@ func testApplyUpdate(t *testing.T, b Backend) {
 		t.Errorf("FirstDeltaSent not set")
 	case got.DeliveredOutputTokens != 10:
 		t.Errorf("DeliveredOutputTokens = %d, want 10", got.DeliveredOutputTokens)
+	case !got.FirstDeltaAt.Equal(t0.Add(7)):
+		t.Errorf("FirstDeltaAt = %v, want the first given %v", got.FirstDeltaAt, t0.Add(7))
 	case got.QueuedMs != 250:
 		t.Errorf("QueuedMs = %d, want the largest given, 250", got.QueuedMs)
 	case got.Outcome != store.OutcomeInterrupted:

@@ -84,6 +84,7 @@ func randomMutation(rng *rand.Rand, ids []string) store.Mutation {
 			FirstDeltaSent:        rng.IntN(5) == 0,
 			DeliveredOutputTokens: int64(rng.IntN(3) * rng.IntN(100)),
 			QueuedMs:              int64(rng.IntN(2) * rng.IntN(5000)),
+			FirstDeltaAt:          []time.Time{{}, {}, t0.Add(time.Duration(1 + rng.IntN(1000)))}[rng.IntN(3)],
 			ModelRevision:         pick("", "", "rev-1", "rev-2"),
 			Error:                 maybeBytes(),
 			Response:              maybeBytes(),
