@@ -142,8 +142,9 @@ func NewTimeline(r *store.Request, doc *trace.Document, now time.Time) Timeline 
 		b.ReasonY = b.LabelY + 16
 		tl.Attempts = append(tl.Attempts, b)
 	}
-	// The journal keeps the boundary's time when the crossing was written synchronously (a
-	// request with an Idempotency-Key); the trace document keeps it for every request.
+	// The journal keeps the boundary's time for every request (written synchronously for
+	// one with an Idempotency-Key, with the request's next journal batch otherwise); a
+	// record written before it did falls back to the trace document's.
 	boundary := r.FirstDeltaAt
 	if boundary.IsZero() && doc != nil {
 		boundary = doc.Outcome.FirstDeltaAt

@@ -257,11 +257,6 @@ func TestConsoleRequestTimeline(t *testing.T) {
 			t.Errorf("%s: download %s: %d %q, want the trace document as a file", id, href, dl.status, dl.header.Get("Content-Disposition"))
 		}
 	}
-	// A request that completed plainly has no trace (traces.mode errors) and no
-	// Idempotency-Key: its boundary comes from the journal's first_delta_at alone.
-	if p := getPage(t, base+"/ui/requests/"+sc.plain, ""); len(allNodes(p.doc, withAttr("g", "data-boundary", ""))) != 1 {
-		t.Errorf("the plain request's page draws no delivery boundary:\n%s", p.body)
-	}
 
 	// An unknown id is a 404 page that says so.
 	p := getPage(t, base+"/ui/requests/req_01J00000000000000000000000", "")

@@ -170,6 +170,7 @@ type requestRecord struct {
 	Phase                 string          `json:"phase"`
 	Outcome               string          `json:"outcome"`
 	FirstDeltaSent        bool            `json:"first_delta_sent"`
+	FirstDeltaAt          time.Time       `json:"first_delta_at"`
 	DeliveredOutputTokens int             `json:"delivered_output_tokens"`
 	Error                 json.RawMessage `json:"error"`
 	Attempts              []struct {

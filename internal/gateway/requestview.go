@@ -10,14 +10,16 @@ import (
 // requestView is the JSON of GET /v1/requests/{id}: the answer to "what happened to my
 // request?" after the connection is gone.
 type requestView struct {
-	ID                    string `json:"id"`
-	Object                string `json:"object"`
-	Model                 string `json:"model"`
-	Stream                bool   `json:"stream"`
-	Phase                 string `json:"phase"`
-	Outcome               string `json:"outcome,omitempty"`
-	FirstDeltaSent        bool   `json:"first_delta_sent"`
-	DeliveredOutputTokens int64  `json:"delivered_output_tokens"`
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Model          string `json:"model"`
+	Stream         bool   `json:"stream"`
+	Phase          string `json:"phase"`
+	Outcome        string `json:"outcome,omitempty"`
+	FirstDeltaSent bool   `json:"first_delta_sent"`
+	// FirstDeltaAt is when the first output was written to the client.
+	FirstDeltaAt          time.Time `json:"first_delta_at,omitzero"`
+	DeliveredOutputTokens int64     `json:"delivered_output_tokens"`
 	// QueuedMs is how long the request waited in its pool's queue (docs/design.md §3).
 	QueuedMs       int64           `json:"queued_ms"`
 	ModelRevision  string          `json:"model_revision,omitempty"`
@@ -51,7 +53,7 @@ type attemptView struct {
 func viewOf(r *store.Request) requestView {
 	v := requestView{
 		ID: r.ID, Object: "fencegate.request", Model: r.Model, Stream: r.Stream, Phase: string(r.Phase),
-		Outcome: string(r.Outcome), FirstDeltaSent: r.FirstDeltaSent, DeliveredOutputTokens: r.DeliveredOutputTokens,
+		Outcome: string(r.Outcome), FirstDeltaSent: r.FirstDeltaSent, FirstDeltaAt: r.FirstDeltaAt, DeliveredOutputTokens: r.DeliveredOutputTokens,
 		QueuedMs: r.QueuedMs, ModelRevision: r.ModelRevision, IdempotencyKey: r.IdempotencyKey, Owner: r.Owner,
 		Error: json.RawMessage("null"), Attempts: []attemptView{}, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
