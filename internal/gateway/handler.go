@@ -91,7 +91,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	// req.Prompt holds the prompt's first l.promptPrefix bytes, at least the pool's
 	// affinityBytes, unless a reload raised them since l was read: that request goes
 	// without affinity.
-	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityBytes)
+	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityPrefix())
 	params.Blocks = promptBlocks(req.Endpoint, params.Members)
 	rn := request.New(s.services, p.requests, params)
 	if !s.register(rn) {

@@ -24,6 +24,7 @@ type pool struct {
 	// replica of the same name): one entry per replica, added and removed with it.
 	members map[string]*member
 	// affinityBytes is the prompt prefix length that gives a request affinity (<= 0: none).
+	// A reload changes it: under mu (affinityPrefix).
 	affinityBytes int
 	allowCross    bool
 	prefixes      *prefixMemory

@@ -51,6 +51,13 @@ func (m *prefixMemory) cachedOn(key uint64, replica string, now time.Time) bool 
 	return ok && now.Sub(at) < prefixFresh
 }
 
+// affinityPrefix is the prompt prefix length that gives a request affinity (<= 0: none).
+func (p *pool) affinityPrefix() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.affinityBytes
+}
+
 // notePrefix records that replica prefilled the prompt prefix of key.
 func (p *pool) notePrefix(key uint64, replica string, now time.Time) {
 	if key == 0 {
