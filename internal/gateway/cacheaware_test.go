@@ -48,22 +48,39 @@ func servedBy(t *testing.T, e *env, id string) (int, sim.Record) {
 // longSystem is a system prompt of several prompt blocks, shared by every conversation.
 var longSystem = "You are the assistant of a lighthouse museum. " + strings.Repeat("Answer briefly and cite the exhibit. ", 40)
 
+// setReplicaState sets a replica's state through the admin endpoint.
+func setReplicaState(t *testing.T, e *env, replica, state string) {
+	t.Helper()
+	resp := post(t, e.admin.URL+"/admin/replicas/sim-model/"+replica, `{"state":"`+state+`"}`)
+	if b := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("admin %s %s: %d %s", replica, state, resp.StatusCode, b)
+	}
+}
+
 // Under the cache-aware policy (the default) every turn of a conversation goes where its
-// earlier turns went, and finds its history in that engine's prefix cache.
+// earlier turns went, and finds its history in that engine's prefix cache. The first turns
+// land on sim-3 (the others draining then); afterwards every replica is idle and equal, so
+// only the record of what sim-3 was sent keeps the conversations there (by load they would
+// go to sim-1, by a hash of their shared system prompt to one replica for all).
 func TestCacheAwareKeepsConversationOnItsReplica(t *testing.T) {
 	e := newEnv(t, envOptions{replicas: 3})
 	convs := []*conversation{newConversation(longSystem), newConversation(longSystem)}
-	home := []int{-1, -1}
-	for turn := range 4 {
+	setReplicaState(t, e, "sim-1", "draining")
+	setReplicaState(t, e, "sim-2", "draining")
+	for c, conv := range convs {
+		r := conv.turn(t, e, fmt.Sprintf("Conversation %d opens: %s", c, strings.Repeat("tell me more ", 30)))
+		if i, _ := servedBy(t, e, r.requestID); i != 2 {
+			t.Fatalf("conversation %d opened on sim-%d while sim-1 and sim-2 drained", c, i+1)
+		}
+	}
+	setReplicaState(t, e, "sim-1", "active")
+	setReplicaState(t, e, "sim-2", "active")
+	for turn := 1; turn < 4; turn++ {
 		for c, conv := range convs {
 			r := conv.turn(t, e, fmt.Sprintf("Conversation %d, question %d: %s", c, turn, strings.Repeat("tell me more ", 30)))
 			i, rec := servedBy(t, e, r.requestID)
-			if home[c] < 0 {
-				home[c] = i
-				continue
-			}
-			if i != home[c] {
-				t.Fatalf("conversation %d turn %d went to sim-%d, its history is on sim-%d", c, turn, i+1, home[c]+1)
+			if i != 2 {
+				t.Fatalf("conversation %d turn %d went to sim-%d, its history is on sim-3", c, turn, i+1)
 			}
 			if rec.CachedTokens == 0 {
 				t.Fatalf("conversation %d turn %d found nothing of its history in the cache: %+v", c, turn, rec)
@@ -84,14 +101,8 @@ func TestRerunGoesToLongestCachedPrefix(t *testing.T) {
 		t.Fatalf("the first turn went to sim-%d, want sim-1 (all idle, none holds anything)", i+1)
 	}
 	// The same turn once more, with sim-1 and sim-2 draining: sim-3 holds it too.
-	setState := func(replica, state string) {
-		resp := post(t, e.admin.URL+"/admin/replicas/sim-model/"+replica, `{"state":"`+state+`"}`)
-		if b := readAll(t, resp); resp.StatusCode != 200 {
-			t.Fatalf("admin %s %s: %d %s", replica, state, resp.StatusCode, b)
-		}
-	}
-	setState("sim-1", "draining")
-	setState("sim-2", "draining")
+	setReplicaState(t, e, "sim-1", "draining")
+	setReplicaState(t, e, "sim-2", "draining")
 	p := chatParams("", 8)
 	p.Messages = conv.msgs[:2]
 	if r := e.stream(testCtx(t), p); r.err != nil {
@@ -99,8 +110,8 @@ func TestRerunGoesToLongestCachedPrefix(t *testing.T) {
 	} else if i, _ := servedBy(t, e, r.requestID); i != 2 {
 		t.Fatalf("with sim-1 and sim-2 draining the turn went to sim-%d", i+1)
 	}
-	setState("sim-1", "active")
-	setState("sim-2", "active")
+	setReplicaState(t, e, "sim-1", "active")
+	setReplicaState(t, e, "sim-2", "active")
 
 	e.sims[0].ArmFault("reset@prefill", 1)
 	second := conv.turn(t, e, "And the second lamp? "+strings.Repeat("Explain the clockwork. ", 20))
