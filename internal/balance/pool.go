@@ -101,7 +101,7 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 	var best, affine *Replica
 	var affineWeight uint64
 	cached := p.Limits.CacheAware && len(blocks) > 0
-	affineMatch, holders, tierSize := 0, 0, 0
+	affineMatch, tierSize := 0, 0
 	var tied []*Replica // the replicas holding affineMatch blocks
 	for _, r := range cands {
 		if r.Priority != tier {
@@ -132,8 +132,8 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 			}
 		}
 	}
-	if holders = len(tied); holders > 0 {
-		affine = preferredHolder(tied, blocks[affineMatch-1], holders == tierSize)
+	if len(tied) > 0 {
+		affine = preferredHolder(tied, blocks[affineMatch-1], len(tied) == tierSize)
 	}
 	if affine != nil && p.Limits.AffinityBound > 0 &&
 		float64(affine.score()) <= p.Limits.AffinityBound*float64(best.score()+1) {

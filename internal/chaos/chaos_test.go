@@ -53,36 +53,14 @@ func TestChaosKeepsTheContract(t *testing.T) {
 // sixteen at once), the rest wait in the pool's queue, and the contract holds for them:
 // a rerun keeps its place, and the waits end in an answer or an honest error.
 func TestChaosKeepsTheContractWhileQueueing(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	rep, err := Run(ctx, Config{Requests: 150, Concurrency: 16, Seed: 5, MaxOutstanding: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s\n%s%s", rep, rep.APIs(), rep.Kinds())
-	if rep.Completed == 0 || rep.Reruns == 0 {
-		t.Errorf("the run did not exercise reruns: %s", rep)
-	}
-	requireEveryAPI(t, rep)
-	requireContract(t, rep)
+	runWithReruns(t, Config{Requests: 150, Concurrency: 16, Seed: 5, MaxOutstanding: 1})
 }
 
 // The same in fenced mode, with gateway↔agent partitions: silent attempts are fenced and
 // rerun, and the agents' records show every earlier attempt's engine request closed before
 // the next attempt started.
 func TestFencedChaosKeepsTheContract(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	rep, err := Run(ctx, Config{Requests: 150, Concurrency: 8, Seed: 3, Fenced: true, Partitions: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s\n%s%s", rep, rep.APIs(), rep.Kinds())
-	if rep.Completed == 0 || rep.Reruns == 0 {
-		t.Errorf("the run did not exercise reruns: %s", rep)
-	}
-	requireEveryAPI(t, rep)
-	requireContract(t, rep)
+	runWithReruns(t, Config{Requests: 150, Concurrency: 8, Seed: 3, Fenced: true, Partitions: 3})
 }
 
 // Requests whose engine runs a tool itself, under a heavy fault rate (a share of the faults
@@ -103,4 +81,21 @@ func TestChaosEngineToolsRunOnce(t *testing.T) {
 		t.Logf("fenced=%v: %s\n%s", fenced, rep, rep.Kinds())
 		requireContract(t, rep)
 	}
+}
+
+// runWithReruns runs cfg and requires of its report reruns, every API and the contract.
+func runWithReruns(t *testing.T, cfg Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\n%s%s", rep, rep.APIs(), rep.Kinds())
+	if rep.Completed == 0 || rep.Reruns == 0 {
+		t.Errorf("the run did not exercise reruns: %s", rep)
+	}
+	requireEveryAPI(t, rep)
+	requireContract(t, rep)
 }
