@@ -20,6 +20,7 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/logging"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 )
 
@@ -67,16 +68,19 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("serve: unexpected arguments %q", fs.Args())
 	}
-	log, err := logging.New(*format, os.Stderr)
+	// Lines are written in batches (docs/operations.md, "Logs"): an access-log line per
+	// request written on its own costs a system call each.
+	log, flushLog, err := logging.NewBuffered(*format, os.Stderr)
 	if err != nil {
 		return err
 	}
+	defer flushLog()
 	tuneGC(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
-	stopTracing, err := setupTracing(ctx)
+	tracer, stopTracing, err := setupTracing(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,7 +91,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer) error {
 			log.Warn("spans not exported at exit", "err", err)
 		}
 	}()
-	return runGateway(ctx, cfg, *path, log, stdout)
+	return runGateway(ctx, cfg, *path, log, tracer, stdout)
 }
 
 // storeEnv names the environment variable that, when set, replaces the configuration's
@@ -116,8 +120,8 @@ func loadConfig(path string) (*config.Config, error) {
 // runGateway serves cfg until ctx ends, then drains in-flight requests for a while. With a
 // configuration file, SIGHUP reloads it (running streams finish on what they started with;
 // an invalid file is refused, logged, and the running configuration kept).
-func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, stdout io.Writer) error {
-	gw, err := gateway.New(ctx, cfg, gateway.Options{Logger: log, ConfigPath: path, LoadConfig: loadConfig})
+func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, tracer trace.TracerProvider, stdout io.Writer) error {
+	gw, err := gateway.New(ctx, cfg, gateway.Options{Logger: log, ConfigPath: path, LoadConfig: loadConfig, TracerProvider: tracer})
 	if err != nil {
 		return err
 	}
