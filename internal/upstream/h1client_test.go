@@ -13,9 +13,11 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/failover"
 )
@@ -81,7 +83,7 @@ func TestClientStreamsChunkedSSE(t *testing.T) {
 	want := strings.Join(events, "")
 	e := startSSE(t, events)
 	c := newClient(t, Options{})
-	for i, size := range []int{8 << 10, 100, 1, 32 << 10, 4 << 10} {
+	for i, size := range []int{8 << 10, 100, 1, 32 << 10, 4 << 10, 0} {
 		resp, err := c.Do(context.Background(), postTo(e.srv.URL))
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +101,7 @@ func TestClientStreamsChunkedSSE(t *testing.T) {
 		}
 	}
 	if n := e.conns.Load(); n != 1 {
-		t.Fatalf("%d connections for 5 sequential requests, want 1", n)
+		t.Fatalf("%d connections for 6 sequential requests, want 1", n)
 	}
 	got := *e.last.Load()
 	if want := (seenRequest{method: "POST", path: "/v1/chat/completions", host: strings.TrimPrefix(e.srv.URL, "http://"),
@@ -127,7 +129,7 @@ func TestClientContentLength(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := newClient(t, Options{})
 
-	for _, size := range []int{8 << 10, 333} {
+	for _, size := range []int{8 << 10, 333, 0} {
 		resp, err := c.Do(context.Background(), postTo(srv.URL))
 		if err != nil {
 			t.Fatal(err)
@@ -191,6 +193,20 @@ func TestClientDropsConnectionsThatCannotCarryAnotherExchange(t *testing.T) {
 				return fmt.Errorf("%q, %v", body, err)
 			}
 			return nil
+		}},
+		{"closed mid-body after Next", "hello", func(r *Response) error {
+			b, err := r.Next()
+			if string(b) != "hello" || err != nil {
+				return fmt.Errorf("Next: %q, %v; want the 5 bytes sent", b, err)
+			}
+			return r.Close()
+		}},
+		{"bytes after the body, read with Next", "hello, and more", func(r *Response) error {
+			body, err := readAll(r, 0)
+			if string(body) != "hello, and" || err != nil {
+				return fmt.Errorf("%q, %v", body, err)
+			}
+			return r.Close()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -947,4 +963,172 @@ func TestClientMalformedChunkReadInPlace(t *testing.T) {
 		t.Fatalf("%q, %v", body, err)
 	}
 	expectFailure(t, "body", err, failover.Uncertain, "malformed_response", false)
+}
+
+// Next hands out bytes in the connection's own buffer, so the connection must not go back
+// to the pool, where another request would read into that buffer, while its caller may
+// still hold the body's last bytes: it is pooled at the call after them.
+func TestNextPoolsTheConnectionOnlyAfterTheLastBytesAreLetGo(t *testing.T) {
+	events := sseEvents(3)
+	want := strings.Join(events, "")
+	e := startSSE(t, events)
+	c := newClient(t, Options{})
+	resp, err := c.Do(context.Background(), postTo(e.srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	var last []byte
+	for len(got) < len(want) {
+		b, err := resp.Next()
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		got, last = append(got, b...), b
+	}
+	if string(got) != want {
+		t.Fatalf("body %q, want %q", got, want)
+	}
+	if n := c.pool.count(e.srv.URL); n != 0 {
+		t.Fatalf("pooled while the caller holds the last bytes %q", last)
+	}
+	if b, err := resp.Next(); err != io.EOF || len(b) != 0 {
+		t.Fatalf("after the body: %q, %v; want io.EOF", b, err)
+	}
+	if n := c.pool.count(e.srv.URL); n != 1 {
+		t.Fatalf("%d idle connections after the body's end was read, want 1", n)
+	}
+	if b, err := resp.Next(); err != io.EOF || len(b) != 0 {
+		t.Fatalf("again after the body: %q, %v; want io.EOF", b, err)
+	}
+
+	// Close right after the last bytes, without the call that finds the end, pools it
+	// too: the body was read to its end. The engine sends its whole answer in one write,
+	// so that the bytes Next returns end the body.
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		for readRawRequest(rd) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+		}
+	})
+	resp, err = c.Do(context.Background(), postTo(s.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := resp.Next(); string(b) != "hello" || err != nil || !resp.BodyRead() {
+		t.Fatalf("Next: %q, %v, body read %v; want the whole body at once", b, err, resp.BodyRead())
+	}
+	if n := c.pool.count(s.base()); n != 0 {
+		t.Fatal("pooled while the caller holds the body's bytes")
+	}
+	resp.Close()
+	if n := c.pool.count(s.base()); n != 1 {
+		t.Fatalf("%d idle connections after Close of a body read to its end, want 1", n)
+	}
+}
+
+// Drain reads what is left of a body so that its connection is pooled, without leaving
+// its read deadline on the pooled connection; a body longer than it reads, or one the
+// engine does not finish in time, keeps the connection out of the pool.
+func TestDrain(t *testing.T) {
+	release, more := make(chan struct{}), make(chan struct{})
+	var requests atomic.Int32
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		for readRawRequest(rd) {
+			n := requests.Add(1) - 1
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+			<-more // the rest after the client read the first chunk
+			switch n {
+			case 0:
+				io.WriteString(c, "3\r\nabc\r\n0\r\n\r\n")
+			case 1:
+				io.WriteString(c, "a\r\n0123456789\r\n") // and no end in sight
+				<-release
+				return
+			case 2:
+				<-release // the rest never comes in time
+				return
+			}
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the server's own cleanup, which waits for its handlers
+	var deadlines deadlineLog
+	c := newClient(t, Options{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return &deadlineConn{Conn: nc, log: &deadlines}, err
+	}})
+	read5 := func() *Response {
+		t.Helper()
+		resp, err := c.Do(context.Background(), postTo(s.base()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := resp.Next(); string(b) != "hello" || err != nil {
+			t.Fatalf("Next: %q, %v", b, err)
+		}
+		more <- struct{}{}
+		return resp
+	}
+	resp := read5()
+	if err := resp.Drain(1<<10, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	idle := c.idleConns(s.base())
+	if len(idle) != 1 {
+		t.Fatalf("%d idle connections after a drain, want 1", len(idle))
+	}
+	// The pooled connection keeps no deadline.
+	if last, ok := deadlines.last(); !ok || !last.IsZero() {
+		t.Fatalf("the pooled connection's read deadline: %v (set: %v), want none", last, ok)
+	}
+
+	resp = read5()
+	if err := resp.Drain(4, time.Now().Add(time.Minute)); err == nil {
+		t.Fatal("drained 10 bytes with a limit of 4")
+	}
+	resp.Close()
+	if n := c.pool.count(s.base()); n != 0 {
+		t.Fatalf("%d idle connections after a drain over its limit, want 0", n)
+	}
+
+	resp = read5() // a new connection: the last one is closed
+	if err := resp.Drain(1<<10, time.Now().Add(10*time.Millisecond)); err == nil {
+		t.Fatal("drained a body the engine never finished")
+	}
+	resp.Close()
+	if n := c.pool.count(s.base()); n != 0 {
+		t.Fatalf("%d idle connections after a drain that timed out, want 0", n)
+	}
+}
+
+// deadlineConn records the read deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	log *deadlineLog
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.log.add(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+type deadlineLog struct {
+	mu  sync.Mutex
+	all []time.Time
+}
+
+func (l *deadlineLog) add(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, t)
+}
+
+// last returns the deadline set last, and whether any was.
+func (l *deadlineLog) last() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.all) == 0 {
+		return time.Time{}, false
+	}
+	return l.all[len(l.all)-1], true
 }

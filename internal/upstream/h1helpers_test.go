@@ -99,9 +99,22 @@ func postTo(base string) *Request {
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(requestBody)}
 }
 
-// readAll reads r to its end with a buffer of size bytes, as the gateway's reader does.
+// readAll reads r to its end with a buffer of size bytes, as the gateway's reader does;
+// size 0 reads with Next, in the connection's own buffer, as the request's owner does.
 func readAll(r *Response, size int) ([]byte, error) {
 	var out []byte
+	if size == 0 {
+		for {
+			b, err := r.Next()
+			out = append(out, b...)
+			if err == io.EOF {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+		}
+	}
 	buf := make([]byte, size)
 	for {
 		n, err := r.Read(buf)

@@ -167,3 +167,38 @@ func TestDecodeChunked(t *testing.T) {
 		}
 	}
 }
+
+// A passed header is written but for the fields Skip names and those the request's own
+// Header sets; its fields are checked as the request's own are.
+func TestAppendHeadPassesHeader(t *testing.T) {
+	req := &Request{Method: "POST", Path: "/v1/chat/completions",
+		Header: http.Header{"Accept": {"text/event-stream"}, "X-Request-Id": {"req_1"}},
+		Pass: http.Header{"Accept": {"*/*"}, "X-Request-Id": {"client's"}, "Traceparent": {"00-abc-def-01"},
+			"Authorization": {"Bearer client"}, "Connection": {"keep-alive"}, "X-Tenant": {"a", "b"}},
+		Skip: map[string]bool{"Authorization": true, "Connection": true}, Body: []byte("{}")}
+	b, err := appendHead(nil, req, "engine:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := string(b)
+	for _, want := range []string{"Accept: text/event-stream\r\n", "X-Request-Id: req_1\r\n", "Traceparent: 00-abc-def-01\r\n",
+		"X-Tenant: a\r\nX-Tenant: b\r\n", "Content-Length: 2\r\n"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("head lacks %q:\n%s", want, head)
+		}
+	}
+	for _, not := range []string{"*/*", "client's", "Authorization", "keep-alive"} {
+		if strings.Contains(head, not) {
+			t.Errorf("head has %q:\n%s", not, head)
+		}
+	}
+	req.Pass["Transfer-Encoding"] = []string{"chunked"}
+	if _, err := appendHead(nil, req, "engine:8000"); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a passed framing header not skipped: %v, want ErrInvalidRequest", err)
+	}
+	delete(req.Pass, "Transfer-Encoding")
+	req.Pass["X-Bad"] = []string{"a\r\nInjected: 1"}
+	if _, err := appendHead(nil, req, "engine:8000"); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a passed value with CRLF: %v, want ErrInvalidRequest", err)
+	}
+}

@@ -20,6 +20,11 @@ type Request struct {
 	// Header holds the fields to send. Host, Content-Length, Transfer-Encoding, Connection,
 	// Keep-Alive, TE, Trailer and Upgrade are the client's to write and are refused here.
 	Header http.Header
+	// Pass is a header passed on as well, without a copy (the client's request header):
+	// its fields are sent except those Skip names and those Header sets. Skip's keys are
+	// canonical names, as Pass's are.
+	Pass http.Header
+	Skip map[string]bool
 	// Body is sent with its Content-Length (also when empty, for POST, PUT and PATCH).
 	Body []byte
 	// More are further parts of the body, sent after Body in order, as if joined: a body
@@ -85,23 +90,18 @@ func appendHead(b []byte, req *Request, host string) ([]byte, error) {
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, host...)
 	b = append(b, "\r\n"...)
+	var err error
 	for name, values := range req.Header {
-		if !httpguts.ValidHeaderFieldName(name) {
-			return b, fmt.Errorf("%w: header name %q", ErrInvalidRequest, name)
+		if b, err = appendField(b, name, values); err != nil {
+			return b, err
 		}
-		for _, own := range ownHeaders {
-			if len(name) == len(own) && strings.EqualFold(name, own) {
-				return b, fmt.Errorf("%w: header %s is written by the client", ErrInvalidRequest, own)
-			}
+	}
+	for name, values := range req.Pass {
+		if _, set := req.Header[name]; set || req.Skip[name] {
+			continue
 		}
-		for _, v := range values {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return b, fmt.Errorf("%w: value of header %s", ErrInvalidRequest, name)
-			}
-			b = append(b, name...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
+		if b, err = appendField(b, name, values); err != nil {
+			return b, err
 		}
 	}
 	if req.Body != nil || len(req.More) > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
@@ -113,6 +113,28 @@ func appendHead(b []byte, req *Request, host string) ([]byte, error) {
 		b = append(b, "Connection: close\r\n"...)
 	}
 	return append(b, "\r\n"...), nil
+}
+
+// appendField appends the lines of one header field, refusing what may not be sent.
+func appendField(b []byte, name string, values []string) ([]byte, error) {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return b, fmt.Errorf("%w: header name %q", ErrInvalidRequest, name)
+	}
+	for _, own := range ownHeaders {
+		if len(name) == len(own) && strings.EqualFold(name, own) {
+			return b, fmt.Errorf("%w: header %s is written by the client", ErrInvalidRequest, own)
+		}
+	}
+	for _, v := range values {
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return b, fmt.Errorf("%w: value of header %s", ErrInvalidRequest, name)
+		}
+		b = append(b, name...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		b = append(b, "\r\n"...)
+	}
+	return b, nil
 }
 
 // validTarget accepts an origin-form target: a "/" then visible ASCII only.

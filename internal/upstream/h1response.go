@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"time"
 )
 
 // maxInterim bounds the 1xx responses skipped before the final one, as net/http does.
@@ -35,6 +36,8 @@ type Response struct {
 	fields [8]HeaderField
 	// wake lets the body's reader be woken from its wait (h1wake.go).
 	wake wakeState
+	// clearDeadline: Drain set a read deadline, which a pooled connection must not keep.
+	clearDeadline bool
 }
 
 // readHead reads the response head, skipping 1xx interim responses, and prepares the
@@ -147,6 +150,10 @@ func (r *Response) Read(p []byte) (int, error) {
 	if r.cn == nil {
 		return 0, io.EOF
 	}
+	if r.body.done { // Next returned the body's last bytes
+		r.finish()
+		return 0, io.EOF
+	}
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -210,6 +217,88 @@ func (r *Response) Read(p []byte) (int, error) {
 	}
 }
 
+// Next returns the next bytes of the body, decoded in place in the connection's own
+// buffer, or io.EOF at its end. The bytes stay valid until the next call of Next, Read or
+// Close: a reader that handles what one read brought before it reads again (the request's
+// owner) needs no buffer of its own and holds none while it waits for the engine, and
+// waits without first polling the socket as Wait does. Like Read, it returns whatever the
+// connection has, blocking for at most one socket read and only when it has nothing yet.
+// When the body ends within the bytes returned, the connection goes back to the pool at
+// the next call (or Close), not before: the bytes returned are in its buffer.
+func (r *Response) Next() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.cn == nil {
+		return nil, io.EOF
+	}
+	cn := r.cn
+	if r.body.done {
+		r.finish()
+		return nil, io.EOF
+	}
+	for {
+		if cn.r < cn.w {
+			start := cn.r
+			n, used, err := r.body.decode(cn.buf[start:], cn.buf[start:cn.w])
+			cn.r += used
+			switch {
+			case err != nil:
+				return nil, r.fail(OpReadBody, SentAll, err)
+			case n > 0:
+				return cn.buf[start : start+n], nil
+			case r.body.done:
+				r.finish()
+				return nil, io.EOF
+			}
+			// Framing alone, or the start of a line the next read completes.
+		}
+		if cn.r == 0 && cn.w == len(cn.buf) {
+			// Cannot happen: a line longer than the smallest buffer is refused by decode.
+			return nil, r.fail(OpReadBody, SentAll, &ProtocolError{What: "chunk line fills the read buffer"})
+		}
+		m, err := cn.fill()
+		if m > 0 {
+			continue // an error comes back at the next read
+		}
+		if err == nil {
+			continue
+		}
+		return nil, r.readErr(err)
+	}
+}
+
+// Drain reads and drops what is left of the body, at most max bytes and until deadline,
+// so that the connection can carry another exchange: it returns nil once the body was read
+// to its end (the connection then pooled), else why not (the connection is closed by
+// Close). No buffer of the caller's and no timer: the bytes are read in the connection's
+// own buffer, under a read deadline that the connection does not keep.
+func (r *Response) Drain(max int64, deadline time.Time) error {
+	if r.err == nil && r.cn != nil && !r.body.done {
+		r.cn.nc.SetReadDeadline(deadline)
+		r.clearDeadline = true
+	}
+	for {
+		b, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if max -= int64(len(b)); max < 0 && !r.body.done {
+			return errDrainTooLong
+		}
+	}
+}
+
+// errDrainTooLong: more of the body was left than Drain would read.
+var errDrainTooLong = errors.New("upstream: more of the body left than Drain reads")
+
+// BodyRead reports whether the body was read to its end, so that nothing is left to
+// drain before Close pools the connection.
+func (r *Response) BodyRead() bool { return r.body.done && r.err == nil }
+
 // Wait returns once a Read would find something without waiting on the engine: body bytes
 // already read from the connection, or a socket with something to read (bytes, the
 // engine's FIN or reset), or an exchange that is over (its context ended, the body read).
@@ -244,7 +333,10 @@ func (r *Response) readErr(err error) error {
 // Close ends the response. Before the end of the body it closes the connection: it is
 // never returned to the pool with a response half read, and the engine sees the close.
 func (r *Response) Close() error {
-	if r.cn != nil {
+	switch {
+	case r.cn != nil && r.body.done && r.err == nil:
+		r.finish() // Next returned the body's last bytes: the body was read to its end
+	case r.cn != nil:
 		r.dropConn()
 	}
 	if r.err == nil {
@@ -264,6 +356,9 @@ func (r *Response) finish() {
 	if !r.reuse || aborted || cn.r != cn.w {
 		cn.close()
 		return
+	}
+	if r.clearDeadline {
+		cn.nc.SetReadDeadline(time.Time{})
 	}
 	cn.r, cn.w = 0, 0
 	cn.reused = true
