@@ -21,7 +21,6 @@ import (
 	"github.com/fencegate/fencegate/internal/secretfile"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -49,7 +48,6 @@ type Server struct {
 	gatewayID string
 	log       *slog.Logger
 	now       func() time.Time
-	bufs      sync.Pool
 	// ownStore is true when the gateway opened the store and so closes it.
 	ownStore bool
 	// epochs numbers every lease this gateway grants; agentSecret's current secret is sent
@@ -100,8 +98,8 @@ type Options struct {
 	Dial upstream.DialFunc
 	// Resolver, when set, replaces DNS for replicas_from (tests inject one they control).
 	Resolver Resolver
-	// TracerProvider records the spans of requests and attempts (default: the global
-	// provider, a no-op unless the program set one).
+	// TracerProvider records the spans of requests and attempts; nil: none are made (the
+	// client's trace context still reaches the engines, passed on with its headers).
 	TracerProvider trace.TracerProvider
 	// ConfigPath is the configuration file, read again by a reload; LoadConfig, when set,
 	// reads it (the serve command's reader, which also applies its environment), else
@@ -140,12 +138,9 @@ func New(ctx context.Context, cfg *config.Config, opt Options) (*Server, error) 
 	if s.resolver == nil {
 		s.resolver = net.DefaultResolver
 	}
-	tp := opt.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+	if opt.TracerProvider != nil {
+		s.tracer = opt.TracerProvider.Tracer(tracerName)
 	}
-	s.tracer = tp.Tracer(tracerName)
-	s.bufs.New = func() any { b := make([]byte, upstream.ReadBufferSize); return &b }
 	s.services = services{s}
 	s.active = make(map[*request.Run]struct{})
 	s.idle = sync.NewCond(&s.activeMu)

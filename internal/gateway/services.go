@@ -3,7 +3,6 @@ package gateway
 import (
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/request"
@@ -22,7 +21,6 @@ func (v services) Journal() request.Journal   { return v.s.journal }
 func (v services) Store() request.Store       { return v.s.store }
 func (v services) Engines() *http.Client      { return v.s.client }
 func (v services) Attempts() *upstream.Client { return v.s.attempts }
-func (v services) ReadBuffers() *sync.Pool    { return &v.s.bufs }
 func (v services) Tracer() trace.Tracer       { return v.s.tracer }
 func (v services) Metrics() request.Metrics   { return v.s.metrics }
 func (v services) LeaseTTL() time.Duration    { return v.s.boot.Leases.TTL.D() }

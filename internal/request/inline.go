@@ -70,24 +70,21 @@ func (rn *Run) readInline(a *Attempt) {
 		rn.pollOthers()
 		return
 	}
-	// Wait for the engine before taking a buffer: a stream waiting for its next token
-	// holds none.
-	resp.Wait()
-	bufs := rn.srv.ReadBuffers()
-	buf := bufs.Get().(*[]byte)
-	n, err := resp.Read(*buf)
-	if n > 0 && !rn.armedAt.IsZero() && !rn.now().Before(rn.armedAt) {
-		// The machine's deadline passed while the read waited, and the bytes came no
-		// earlier: the deadline is stepped first, as the timer would have fired first.
-		rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
-		rn.step(failover.Event{Kind: failover.EvTick})
-	}
-	if n > 0 {
-		// The buffer goes back to the pool once the client is flushed (handBackBuffers):
-		// the decoder reads the events in place.
-		rn.onUpstream(upMsg{a: a, kind: upData, buf: buf, n: n})
-	} else {
-		bufs.Put(buf)
+	// The bytes are read into the connection's own buffer and stay there until the next
+	// read, which comes after the client is flushed: the decoder reads the events in
+	// place, and a stream waiting for its next token holds no buffer of its own.
+	b, err := resp.Next()
+	if len(b) > 0 {
+		now := rn.now()
+		if !rn.armedAt.IsZero() && !now.Before(rn.armedAt) {
+			// The machine's deadline passed while the read waited, and the bytes came no
+			// earlier: the deadline is stepped first, as the timer would have fired first.
+			rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
+			rn.step(failover.Event{Kind: failover.EvTick})
+		}
+		if rn.live(a) {
+			rn.onData(a, b, now)
+		}
 	}
 	switch {
 	case err == nil:

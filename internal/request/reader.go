@@ -25,8 +25,7 @@ var errBodyTooLarge = errors.New("engine answer larger than 64 MiB")
 type upKind uint8
 
 const (
-	upData     upKind = iota + 1 // bytes of the stream, as one Read returned them
-	upEnd                        // the stream ended: err nil at EOF, else why
+	upEnd      upKind = iota + 1 // the stream ended: err nil at EOF, else why
 	upFailed                     // the request could not be sent or got no response (err)
 	upStatus                     // the engine answered with a non-200 status (status, header, body)
 	upBody                       // the complete non-streaming answer (body)
@@ -37,8 +36,6 @@ const (
 type upMsg struct {
 	a      *Attempt
 	kind   upKind
-	buf    *[]byte // upData: a buffer of the read buffers' pool; the owner puts it back
-	n      int
 	resp   *upstream.Response // upResponse
 	body   []byte
 	status int
@@ -123,9 +120,7 @@ func (r reader) report(m upMsg) bool {
 // already, by its context.
 func closeResponse(a *Attempt, resp *upstream.Response) {
 	if a.completed.Load() {
-		stop := time.AfterFunc(maxDrainWait, a.cancel)
-		io.CopyN(io.Discard, resp, maxDrain)
-		stop.Stop()
+		resp.Drain(maxDrain, time.Now().Add(maxDrainWait)) // on failure Close closes it
 	}
 	resp.Close()
 	a.cancel()

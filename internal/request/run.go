@@ -95,14 +95,6 @@ type attempts struct {
 	// up carries the readers' reports; readers counts the readers still running.
 	up      chan upMsg
 	readers sync.WaitGroup
-	// handBack are the reads the owner has handled since the last flush.
-	handBack []heldRead
-}
-
-// heldRead is a read of attempt a whose buffer the owner holds until the client is flushed.
-type heldRead struct {
-	a   *Attempt
-	buf *[]byte
 }
 
 // upDepth is the number of reports the attempts' readers may have waiting for their owner:
@@ -182,7 +174,6 @@ func (rn *Run) Serve() End {
 	}
 	for !rn.m.Done() {
 		rn.cw.flush()
-		rn.handBackBuffers()
 		if rn.cw.err != nil {
 			rn.step(rn.clientGone())
 			break
@@ -209,18 +200,6 @@ func (rn *Run) Serve() End {
 	}
 	rn.cw.flush()
 	return rn.rec.end
-}
-
-// handBackBuffers returns the buffers of the reads handled since the last flush to the
-// pool.
-func (rn *Run) handBackBuffers() {
-	rn.owner.check()
-	bufs := rn.srv.ReadBuffers()
-	for _, h := range rn.atts.handBack {
-		bufs.Put(h.buf)
-	}
-	clear(rn.atts.handBack)
-	rn.atts.handBack = rn.atts.handBack[:0]
 }
 
 // drainReady handles upstream reports that are already waiting, so that they go out in
@@ -300,7 +279,7 @@ func (rn *Run) queue(ev failover.Event) {
 // follow-up events those actions produced, in order.
 func (rn *Run) step(ev failover.Event) {
 	rn.owner.check()
-	rn.resume(func(time.Time) { rn.pending = append(rn.pending, ev) })
+	rn.stepAt(ev, rn.now()) // one reading per step: its follow-up events happen at the same instant
 }
 
 // resume runs f, which queues the events to step (an attempt granted a slot after it
@@ -308,8 +287,22 @@ func (rn *Run) step(ev failover.Event) {
 // does.
 func (rn *Run) resume(f func(now time.Time)) {
 	rn.owner.check()
-	now := rn.now() // one reading per step: its follow-up events happen at the same instant
-	f(now)
+	rn.resumeAt(f, rn.now()) // one reading per step: its follow-up events happen at the same instant
+}
+
+// stepAt is step at a time already read: the events of one read of the engine are
+// stepped at the time it returned, with one reading of the clock for all of them.
+func (rn *Run) stepAt(ev failover.Event, now time.Time) {
+	rn.owner.check()
+	rn.pending = append(rn.pending, ev)
+	rn.resumeAt(nil, now)
+}
+
+// resumeAt is resume at a time already read; f may be nil (the events are queued).
+func (rn *Run) resumeAt(f func(now time.Time), now time.Time) {
+	if f != nil {
+		f(now)
+	}
 	for i := 0; i < len(rn.pending); i++ {
 		for _, a := range rn.m.Step(rn.pending[i], now) {
 			rn.perform(a, now)

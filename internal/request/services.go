@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/failover"
@@ -33,9 +32,7 @@ type Server interface {
 	// Attempts is the client attempts are sent with: it never sends a request twice, and
 	// its responses are read in the attempt's reader, straight from the connection.
 	Attempts() *upstream.Client
-	// ReadBuffers lends the readers of streams their buffers (*[]byte, each at least
-	// upstream.ReadBufferSize bytes).
-	ReadBuffers() *sync.Pool
+	// Tracer makes the spans of requests and attempts; nil: tracing is off.
 	Tracer() trace.Tracer
 	Metrics() Metrics
 	// LeaseTTL is how long a lease granted for an attempt on an agent lasts.

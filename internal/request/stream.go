@@ -16,9 +16,6 @@ import (
 func (rn *Run) onUpstream(msg upMsg) {
 	rn.owner.check()
 	a := msg.a
-	if msg.kind == upData {
-		rn.atts.handBack = append(rn.atts.handBack, heldRead{a, msg.buf})
-	}
 	if !rn.live(a) {
 		if msg.kind == upResponse {
 			closeResponse(a, msg.resp)
@@ -28,8 +25,6 @@ func (rn *Run) onUpstream(msg upMsg) {
 	switch msg.kind {
 	case upResponse:
 		rn.enterInline(a, msg.resp)
-	case upData:
-		rn.onData(a, (*msg.buf)[:msg.n])
 	case upEnd:
 		if msg.err == nil {
 			rn.step(failover.Event{Kind: failover.EvEnd, Attempt: a.n})
@@ -63,8 +58,9 @@ func (rn *Run) onUpstream(msg upMsg) {
 	}
 }
 
-// onData decodes the SSE events of one read and steps the machine with each.
-func (rn *Run) onData(a *Attempt, b []byte) {
+// onData decodes the SSE events of one read and steps the machine with each, at now, the
+// time the read returned: the events of one read arrived together.
+func (rn *Run) onData(a *Attempt, b []byte, now time.Time) {
 	rn.owner.check()
 	a.dec.Append(b)
 	for rn.live(a) {
@@ -72,7 +68,7 @@ func (rn *Run) onData(a *Attempt, b []byte) {
 		if !ok {
 			break
 		}
-		rn.onEvent(a, ev)
+		rn.onEvent(a, ev, now)
 	}
 	if a.dec.Err() != nil && rn.live(a) {
 		// The gateway must close a stream it cannot read, which does not prove that the
@@ -83,7 +79,7 @@ func (rn *Run) onData(a *Attempt, b []byte) {
 
 // onEvent counts one SSE event's output tokens, has the shaper prepare it for the client,
 // and steps the machine with it.
-func (rn *Run) onEvent(a *Attempt, ev sse.Event) {
+func (rn *Run) onEvent(a *Attempt, ev sse.Event, now time.Time) {
 	rn.owner.check()
 	class := ev.Class
 	tokens := ev.Outputs
@@ -111,7 +107,7 @@ func (rn *Run) onEvent(a *Attempt, ev sse.Event) {
 		e.Err = openai.NormalizeEngineError(http.StatusInternalServerError, ev.Data)
 	}
 	rn.shape.raw = raw
-	rn.step(e)
+	rn.stepAt(e, now)
 	rn.shape.raw = nil
 }
 
