@@ -80,7 +80,7 @@ func demo(ctx context.Context, args []string, stdout io.Writer) error {
 		return demoSteps(gw, admin, replicas, *restart, selfCommand())
 	}
 	// The demo is for people at a terminal: text logs, no configuration file to reload.
-	return runGateway(ctx, cfg, "", slog.New(slog.NewTextHandler(os.Stderr, nil)), &demoOutput{w: stdout, steps: steps})
+	return runGateway(ctx, cfg, "", slog.New(slog.NewTextHandler(os.Stderr, nil)), nil, &demoOutput{w: stdout, steps: steps})
 }
 
 // demoBody is the chat request of every step.

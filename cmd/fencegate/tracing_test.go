@@ -14,15 +14,15 @@ func TestSetupTracing(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	before := otel.GetTracerProvider()
-	stop, err := setupTracing(context.Background())
-	if err != nil || otel.GetTracerProvider() != before {
+	tp, stop, err := setupTracing(context.Background())
+	if err != nil || tp != nil || otel.GetTracerProvider() != before {
 		t.Fatalf("tracing set up without being asked: %v", err)
 	}
 	stop(context.Background())
 
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-	stop, err = setupTracing(context.Background())
-	if err != nil || otel.GetTracerProvider() == before {
+	tp, stop, err = setupTracing(context.Background())
+	if err != nil || tp == nil || otel.GetTracerProvider() != tp {
 		t.Fatalf("no provider with an endpoint set: %v", err)
 	}
 	otel.SetTracerProvider(before)

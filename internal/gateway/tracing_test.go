@@ -142,3 +142,46 @@ func reverse(url string) http.Handler {
 		}
 	})
 }
+
+// Without a tracer provider the gateway makes no spans, and the client's trace context
+// (traceparent, tracestate, baggage) reaches the engine as the client sent it.
+func TestTraceContextPassesThroughWithoutTracing(t *testing.T) {
+	var mu sync.Mutex
+	var seen []http.Header
+	s := startSim(t, sim.Config{Name: "sim-1"})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			mu.Lock()
+			seen = append(seen, r.Header.Clone())
+			mu.Unlock()
+		}
+		reverse(s.URL()).ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: []config.Replica{
+		{URL: front.URL, Name: "sim-1"}}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer func() { srv.Close(); gw.Close() }()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	resp, body := postAPI(t, srv.URL+"/v1/chat/completions", `{"model":"sim-model","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"trace me"}]}`,
+		"Traceparent", parent, "Tracestate", "vendor=x", "Baggage", "tenant=a")
+	if resp.StatusCode != 200 || !strings.HasSuffix(string(body), "[DONE]\n\n") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("the engine saw %d requests", len(seen))
+	}
+	h := seen[0]
+	if h.Get("Traceparent") != parent || h.Get("Tracestate") != "vendor=x" || h.Get("Baggage") != "tenant=a" {
+		t.Fatalf("the engine got traceparent %q, tracestate %q, baggage %q; want the client's", h.Get("Traceparent"), h.Get("Tracestate"), h.Get("Baggage"))
+	}
+}

@@ -13,14 +13,18 @@ import (
 
 // Tracing: one span per logical request (a server span, child of the client's W3C trace
 // context when it sent one) and one per attempt (a client span whose context goes to the
-// engine in traceparent). With the default no-op provider nothing is recorded, but the
-// client's trace context still reaches the engines.
+// engine in traceparent). Without a tracer (tracing not configured) no span is made, not
+// even a no-op one, and the client's trace context reaches the engines as it came, with
+// the client's other headers.
 
 // tracePropagator reads and writes W3C trace context and baggage.
 var tracePropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // startRequestSpan starts the span of a logical request received as r.
 func (rc *recorder) startRequestSpan(r *http.Request, req *openai.Request) {
+	if rc.srv.Tracer() == nil {
+		return
+	}
 	ctx := tracePropagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	rc.spanCtx, rc.span = rc.srv.Tracer().Start(ctx, "fencegate "+req.Endpoint.String(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("fencegate.request_id", rc.id), attribute.String("gen_ai.request.model", rc.model),
@@ -43,6 +47,9 @@ func (rc *recorder) endRequestSpan(outcome, errCode string, attempts, delivered 
 
 // startAttemptSpan starts an attempt's span and puts its context in the engine request.
 func (rc *recorder) startAttemptSpan(a *Attempt, h http.Header) {
+	if rc.spanCtx == nil {
+		return
+	}
 	var ctx context.Context
 	ctx, a.span = rc.srv.Tracer().Start(rc.spanCtx, "fencegate attempt", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("fencegate.attempt_id", a.id), attribute.String("fencegate.replica", a.replica),
