@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,12 +22,13 @@ type accessEntry struct {
 	queued                  time.Duration // waited in the pool's queue (ttft includes it)
 }
 
-type accessKey struct{}
-
-// accessOf returns the request's access-log entry (nil outside the middleware).
+// accessOf returns the request's access-log entry (nil outside the middleware, and for
+// requests the access log does not write).
 func accessOf(r *http.Request) *accessEntry {
-	e, _ := r.Context().Value(accessKey{}).(*accessEntry)
-	return e
+	if info := infoOf(r); info != nil && info.logged {
+		return &info.access
+	}
+	return nil
 }
 
 // noteEnd fills in the access-log entry of a request served by its owner with how it ended.
@@ -79,10 +79,16 @@ func (s *Server) withAccessLog(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
+		info := infoOf(r)
+		if info == nil {
+			h(w, r)
+			return
+		}
 		start := time.Now()
-		entry := &accessEntry{}
-		sw := &statusWriter{ResponseWriter: w}
-		h(sw, r.WithContext(context.WithValue(r.Context(), accessKey{}, entry)))
+		info.logged = true
+		entry, sw := &info.access, &info.sw
+		sw.ResponseWriter = w
+		h(sw, r)
 		status := sw.status
 		if status == 0 {
 			status = 499

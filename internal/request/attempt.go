@@ -51,6 +51,9 @@ type Attempt struct {
 	// never pooled.
 	closeAfter bool
 	span       trace.Span // the attempt's span
+	// ids backs the engine request's X-Request-Id and attempt header values, so that
+	// setting them allocates nothing.
+	ids [2]string
 	// agent is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	agent Agent
 	epoch uint64
@@ -143,26 +146,24 @@ func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
 // in the parts the engine body holds them, written as they are (upstream.Request.More).
 func (rn *Run) upstreamRequest(a *Attempt, body engineBody) *upstream.Request {
 	rn.owner.check()
-	h := make(http.Header, len(rn.p.R.Header)+8)
-	for k, v := range rn.p.R.Header {
-		if !hopHeaders[k] {
-			h[k] = v
-		}
-	}
-	h.Set("Content-Type", "application/json")
+	// The gateway's own fields; the client's are passed on as they are, but for the
+	// hop-by-hop ones and those the gateway sets (upstream.Request.Pass).
+	h := make(http.Header, 8)
+	h["Content-Type"] = jsonContentType
 	if rn.p.Req.Stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = eventStreamAccept
 	}
 	setEngineKey(h, a.key)
-	h.Set("X-Request-Id", rn.p.ID)
-	h.Set(agent.HeaderAttempt, a.id)
+	a.ids = [2]string{rn.p.ID, a.id}
+	h["X-Request-Id"] = a.ids[0:1:1]
+	h[agent.HeaderAttempt] = a.ids[1:2:2]
 	rn.rec.startAttemptSpan(a, h)
 	if a.agent != nil {
 		agent.SetLeaseHeaders(h, a.id, a.epoch, rn.srv.LeaseTTL(), rn.srv.ID())
 		setAgentKey(h, a.agent.Secret())
 	}
 	req := &upstream.Request{Method: http.MethodPost, Base: a.url, Path: rn.p.Req.Endpoint.Path(), Header: h,
-		Body: body.parts[0], Close: a.closeAfter}
+		Pass: rn.p.R.Header, Skip: hopHeaders, Body: body.parts[0], Close: a.closeAfter}
 	if len(body.parts[1]) > 0 || len(body.parts[2]) > 0 {
 		req.More = body.parts[1:]
 	}

@@ -22,6 +22,13 @@ var hopHeaders = map[string]bool{
 	"X-Fencegate-Agent-Key": true, // a client's guess at the agents' secret goes nowhere
 }
 
+// Values of the engine request's own fields, shared by every request: the client writes
+// them and never changes them.
+var (
+	jsonContentType   = []string{"application/json"}
+	eventStreamAccept = []string{"text/event-stream"}
+)
+
 // SetCredentials adds a replica's credentials to a request for it: the engine's API key
 // and, when the replica is behind an agent, the agents' secret ("" : none).
 func SetCredentials(h http.Header, engineKey, agentKey string) {
