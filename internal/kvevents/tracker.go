@@ -58,19 +58,24 @@ type Tracker struct {
 
 	lastSeq int64
 	haveSeq bool
+	// joining: the first batch had a number above 0 and the batches before it are being
+	// asked again; those the engine no longer keeps are not a loss (nothing was missed
+	// while subscribed).
+	joining bool
 
 	resident  int // GPU blocks stored and not removed since the last resync
 	blockSize int // tokens a block, as the engine's events say
 
-	bytesPerToken        float64
-	learned              bool
-	winBytes, winTokens  int64
-	evictCarry           float64
-	evictedAhead         int64 // record blocks evicted for capacity that no engine removal has paid for yet
-	awaitingSince        time.Time
-	washTokens, washNeed int64 // after lost events: tokens stored since, and needed to trust again
-	cacheTokens          int64 // the engine's cache in tokens (num_gpu_blocks × block_size), 0: unknown
-	capacity             int   // the record's capacity Capacity last gave
+	bytesPerToken       float64
+	learned             bool
+	winBytes, winTokens int64
+	evictCarry          float64
+	evictedAhead        int64 // record blocks evicted for capacity that no engine removal has paid for yet
+	awaitingSince       time.Time
+	lost                bool  // events were lost: untrusted until a resync or washTokens reach the cache's size
+	washTokens          int64 // tokens stored since events were lost
+	cacheTokens         int64 // the engine's cache in tokens (num_gpu_blocks × block_size), 0: unknown
+	capacity            int   // the record's capacity Capacity last gave
 }
 
 // NewTracker returns a tracker waiting for its first batch (Degraded).
@@ -127,28 +132,44 @@ type Effects struct {
 // last one is applied. One after a gap is not, unless final (the replay socket was asked
 // already): Effects.ReplayFrom says where the gap begins. With final, a gap that is still
 // there is events lost: the tracker degrades until the engine has stored a whole cache's
-// worth of tokens since (what was missed has then left both the cache and the record).
+// worth of tokens since (what was missed has then left both the cache and the record; an
+// engine whose cache size is not known: until a resync). The first batch of a subscription,
+// when above 0, asks for the batches before it too; those the engine no longer keeps are
+// not a loss.
 // A sequence number at or below the last one is a restarted engine (vLLM numbers its
 // batches from 0 in each process): its cache is new and empty, the record is cleared.
 func (t *Tracker) Receive(seq int64, b Batch, now time.Time, final bool) Effects {
 	fx := Effects{ReplayFrom: -1}
+	if !t.haveSeq && seq > 0 && !final {
+		// The subscription began after the engine had published: what it stored before is
+		// in the batches before this one, which the replay socket may still keep.
+		t.haveSeq, t.lastSeq, t.joining = true, -1, true
+		fx.ReplayFrom = 0
+		return fx
+	}
 	if t.haveSeq && seq <= t.lastSeq {
 		fx.Clear = true
 		t.resync()
 		t.lastSeq = -1 // the new process's batches start at 0
 	}
 	if t.haveSeq && seq > t.lastSeq+1 {
-		if !final {
+		switch {
+		case !final:
 			fx.ReplayFrom = t.lastSeq + 1
 			return fx
+		case !t.joining:
+			fx.Changed = t.lose(fmt.Sprintf("batches %d to %d are lost", t.lastSeq+1, seq-1))
 		}
-		fx.Changed = t.lose(fmt.Sprintf("batches %d to %d are lost", t.lastSeq+1, seq-1))
 	}
+	t.joining = false
 	t.lastSeq, t.haveSeq = seq, true
 	t.awaitingSince = time.Time{}
 	fx = t.apply(b, fx)
-	if t.state != Live && t.washNeed <= t.washTokens {
-		t.state, t.reason, t.washTokens, t.washNeed = Live, "", 0, 0
+	if t.lost && t.cacheTokens > 0 && t.washTokens >= t.cacheTokens {
+		t.lost = false
+	}
+	if t.state != Live && !t.lost {
+		t.state, t.reason, t.washTokens = Live, "", 0
 		fx.Changed = true
 	}
 	return fx
@@ -157,6 +178,10 @@ func (t *Tracker) Receive(seq int64, b Batch, now time.Time, final bool) Effects
 // Replayed takes a batch the replay socket sent: applied if it is the next one, ignored
 // otherwise (one already applied, or past a gap the replay did not fill).
 func (t *Tracker) Replayed(seq int64, b Batch) Effects {
+	if t.joining && seq > 0 && t.lastSeq == -1 {
+		// The oldest batch the engine still keeps: the start of what can be known.
+		t.lastSeq = seq - 1
+	}
 	if !t.haveSeq || seq != t.lastSeq+1 {
 		return Effects{ReplayFrom: -1}
 	}
@@ -216,7 +241,7 @@ func (t *Tracker) evictFor(tokens int) int {
 func (t *Tracker) resync() {
 	t.resident = 0
 	t.evictCarry, t.evictedAhead = 0, 0
-	t.washNeed = 0 // an emptied cache holds nothing that was missed
+	t.lost = false // an emptied cache holds nothing that was missed
 }
 
 func (t *Tracker) learn() {
@@ -235,7 +260,7 @@ func (t *Tracker) learn() {
 // lose degrades after lost events; it reports whether the state changed.
 func (t *Tracker) lose(why string) bool {
 	t.washTokens = 0
-	t.washNeed = max(t.cacheTokens, 1)
+	t.lost = true
 	t.evictCarry, t.evictedAhead = 0, 0
 	changed := t.state != Degraded || t.reason != why
 	t.state, t.reason = Degraded, why

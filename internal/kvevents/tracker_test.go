@@ -198,3 +198,23 @@ func TestTrackerDegradesWhenEventsAreLateAndRecoversWithTheNextBatch(t *testing.
 		t.Fatal("Down did not change the state")
 	}
 }
+
+func TestTrackerJoiningLateAsksForWhatCameBefore(t *testing.T) {
+	tr := NewTracker(256, time.Second)
+	if fx := tr.Receive(7, stored(1, 16), t0, false); fx.ReplayFrom != 0 {
+		t.Fatalf("first batch 7: replay from %d, want 0", fx.ReplayFrom)
+	}
+	// The engine keeps batches from 3 on only: what came before is not known, and not lost.
+	for seq := int64(3); seq < 7; seq++ {
+		tr.Replayed(seq, stored(2, 16))
+	}
+	fx := tr.Receive(7, stored(1, 16), t0, true)
+	if st, why := tr.State(); st != Live || tr.Resident() != 9 || fx.Clear {
+		t.Fatalf("state %s (%s), resident %d, clear %v; want live, 9, no clear", st, why, tr.Resident(), fx.Clear)
+	}
+	// Joined, a later gap is a loss.
+	tr.Receive(9, stored(1, 16), t0, true)
+	if st, _ := tr.State(); st != Degraded {
+		t.Fatal("a gap after joining did not degrade")
+	}
+}
