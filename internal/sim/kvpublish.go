@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -27,6 +28,7 @@ type kvPublisher struct {
 	endpoint string      // as bound, the port resolved; "" when connected
 	replayAt string
 	queue    chan []kvevents.Event
+	queued   atomic.Int64 // batches handed to publish, which numbers them in this order
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -95,6 +97,7 @@ func (p *kvPublisher) publish(events []kvevents.Event) {
 	if len(events) == 0 {
 		return
 	}
+	p.queued.Add(1)
 	select {
 	case p.queue <- events:
 	case <-p.ctx.Done(): // the replica's process is gone
@@ -224,4 +227,16 @@ func (s *Server) KVEventsEndpoint() (pub, replay string) {
 	s.kvMu.Lock()
 	defer s.kvMu.Unlock()
 	return s.kvEndpoint, s.kvReplayAddr
+}
+
+// KVEventsQueued is how many batches the replica's current process has queued for its
+// publisher: the last of them is numbered KVEventsQueued()-1. For tests that wait until a
+// subscriber has seen them; no engine reports it.
+func (s *Server) KVEventsQueued() int64 {
+	s.kvMu.Lock()
+	defer s.kvMu.Unlock()
+	if s.kvPub == nil {
+		return 0
+	}
+	return s.kvPub.queued.Load()
 }

@@ -165,3 +165,10 @@ func (c *prefixCache) reset() {
 	c.lru.Init()
 	clear(c.index)
 }
+
+// len is the number of blocks cached.
+func (c *prefixCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.index)
+}

@@ -317,3 +317,7 @@ func (s *Server) weights() string {
 	}
 	return s.cfg.Weights
 }
+
+// CachedBlocks is the number of blocks in the replica's prefix cache, for tests that hold
+// a subscriber of its KV events to it; no engine reports it.
+func (s *Server) CachedBlocks() int { return s.cache.len() }
