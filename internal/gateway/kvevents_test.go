@@ -145,47 +145,122 @@ func TestKVEventsAllBlocksClearedClearsTheRecord(t *testing.T) {
 	}
 }
 
-// A gap in the batches that the engine cannot replay (it has no replay socket here)
-// degrades the replica to the approximate record, and the metric and /readyz say why. The
-// engine is a PUB socket of the test's own, publishing batches by hand.
-func TestKVEventsLostBatchesDegrade(t *testing.T) {
+// testPublisher is an engine's KV event sockets, driven by the test: a PUB socket and a
+// ROUTER replay socket that answers from the batches kept, as vLLM's does.
+type testPublisher struct {
+	t        *testing.T
+	pub      zmq4.Socket
+	endpoint string
+	replayAt string
+	kept     map[int64][]byte
+	mu       chan struct{} // a one-slot lock over kept, shared with the replay goroutine
+}
+
+func newTestPublisher(t *testing.T, replay bool) *testPublisher {
 	ctx := testCtx(t)
-	pub := zmq4.NewPub(ctx)
-	t.Cleanup(func() { pub.Close() })
-	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
+	tp := &testPublisher{t: t, pub: zmq4.NewPub(ctx), kept: map[int64][]byte{}, mu: make(chan struct{}, 1)}
+	t.Cleanup(func() { tp.pub.Close() })
+	if err := tp.pub.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	ep := "tcp://" + pub.Addr().String()
-	e := newEnv(t, envOptions{replicas: 1, config: func(c *config.Config) {
-		c.Models[0].Replicas[0].KVEvents = &config.KVEvents{Endpoint: ep}
-	}})
-	send := func(seq int64) {
-		payload, err := kvevents.EncodeBatch(kvevents.Batch{TS: 1, DPRank: 0, Events: []kvevents.Event{{Kind: kvevents.Stored,
-			Hashes: []kvevents.Hash{kvevents.IntHash(uint64(seq + 1))}, TokenIDs: make([]uint32, 16), BlockSize: 16, Medium: "GPU"}}})
-		if err != nil {
-			t.Fatal(err)
+	tp.endpoint = "tcp://" + tp.pub.Addr().String()
+	if !replay {
+		return tp
+	}
+	router := zmq4.NewRouter(ctx)
+	if err := router.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	tp.replayAt = "tcp://" + router.Addr().String()
+	done := make(chan struct{})
+	t.Cleanup(func() { router.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			m, err := router.Recv()
+			if err != nil {
+				return
+			}
+			start := int64(binary.BigEndian.Uint64(m.Frames[2]))
+			tp.mu <- struct{}{}
+			for seq := start; tp.kept[seq] != nil; seq++ {
+				_ = router.Send(zmq4.NewMsgFrom(m.Frames[0], nil, seqBytes(seq), tp.kept[seq]))
+			}
+			<-tp.mu
+			_ = router.Send(zmq4.NewMsgFrom(m.Frames[0], nil, seqBytes(-1), nil))
 		}
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(seq))
-		if err := pub.Send(zmq4.NewMsgFrom(nil, b[:], payload)); err != nil {
-			t.Fatal(err)
+	}()
+	return tp
+}
+
+func seqBytes(seq int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(seq))
+	return b[:]
+}
+
+// send keeps batch seq (one block stored) for the replay and, when live, publishes it.
+func (tp *testPublisher) send(seq int64, live bool) {
+	payload, err := kvevents.EncodeBatch(kvevents.Batch{TS: 1, DPRank: 0, Events: []kvevents.Event{{Kind: kvevents.Stored,
+		Hashes: []kvevents.Hash{kvevents.IntHash(uint64(seq + 1))}, TokenIDs: make([]uint32, 16), BlockSize: 16, Medium: "GPU"}}})
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	tp.mu <- struct{}{}
+	tp.kept[seq] = payload
+	<-tp.mu
+	if live {
+		if err := tp.pub.Send(zmq4.NewMsgFrom([]byte("kv"), seqBytes(seq), payload)); err != nil {
+			tp.t.Fatal(err)
 		}
 	}
-	// Batch 0 until the subscription has it (a PUB socket drops what it sends before a
-	// subscriber's subscription reached it): bounded.
+}
+
+// subscribed publishes batch 0 until the gateway has it (a PUB socket drops what it sends
+// before a subscriber's subscription reached it): bounded.
+func (tp *testPublisher) subscribed(e *env) {
 	for i := 0; ; i++ {
-		send(0)
+		tp.send(0, true)
 		if kv := e.kvStatus("sim-1"); kv != nil && kv["state"] == "live" {
-			break
+			return
 		}
 		if i == 400 {
-			t.Fatal("batch 0 never arrived")
+			tp.t.Fatal("batch 0 never arrived")
 		}
 		<-time.After(25 * time.Millisecond)
 	}
-	send(1)
+}
+
+// A gap in the batches is asked from the engine's replay socket, which fills it: the
+// replica stays live, and its blocks are all counted.
+func TestKVEventsReplayFillsAGap(t *testing.T) {
+	tp := newTestPublisher(t, true)
+	e := newEnv(t, envOptions{replicas: 1, config: func(c *config.Config) {
+		c.Models[0].Replicas[0].KVEvents = &config.KVEvents{Endpoint: tp.endpoint, ReplayEndpoint: tp.replayAt, Topic: "kv"}
+	}})
+	tp.subscribed(e)
+	tp.send(1, true)
+	for seq := int64(2); seq <= 4; seq++ {
+		tp.send(seq, false) // lost on the way, kept for the replay
+	}
+	tp.send(5, true)
+	kv := e.waitKV("sim-1", "at batch 5", func(kv map[string]any) bool { return kv["last_seq"].(float64) == 5 })
+	if kv["state"] != "live" || kv["engine_blocks"].(float64) != 6 {
+		t.Fatalf("%v; want live with the 6 blocks of batches 0 to 5", kv)
+	}
+}
+
+// A gap the engine cannot replay (it has no replay socket here) degrades the replica to the
+// approximate record, and the metric and /readyz say why.
+func TestKVEventsLostBatchesDegrade(t *testing.T) {
+	tp := newTestPublisher(t, false)
+	e := newEnv(t, envOptions{replicas: 1, config: func(c *config.Config) {
+		c.Models[0].Replicas[0].KVEvents = &config.KVEvents{Endpoint: tp.endpoint, Topic: "kv"}
+	}})
+	tp.subscribed(e)
+	tp.send(1, true)
 	e.waitKV("sim-1", "at batch 1", func(kv map[string]any) bool { return kv["last_seq"].(float64) == 1 })
-	send(5) // 2 to 4 lost
+	tp.send(5, true) // 2 to 4 lost
 	kv := e.waitKV("sim-1", "degraded", func(kv map[string]any) bool { return kv["state"] == "degraded" })
 	if !strings.Contains(kv["reason"].(string), "batches 2 to 4 are lost") {
 		t.Fatalf("reason %q", kv["reason"])

@@ -137,9 +137,13 @@ type Effects struct {
 // when above 0, asks for the batches before it too; those the engine no longer keeps are
 // not a loss.
 // A sequence number at or below the last one is a restarted engine (vLLM numbers its
-// batches from 0 in each process): its cache is new and empty, the record is cleared.
+// batches from 0 in each process): its cache is new and empty, the record is cleared —
+// unless final, when the replay has sent and applied that batch already.
 func (t *Tracker) Receive(seq int64, b Batch, now time.Time, final bool) Effects {
 	fx := Effects{ReplayFrom: -1}
+	if final && t.haveSeq && seq <= t.lastSeq {
+		return fx // the replay sent this batch too, and it was applied then
+	}
 	if !t.haveSeq && seq > 0 && !final {
 		// The subscription began after the engine had published: what it stored before is
 		// in the batches before this one, which the replay socket may still keep.
