@@ -85,8 +85,9 @@ func docBaseConfig(t *testing.T) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(`models:
   - name: m
-    replicas: [{url: "http://127.0.0.1:1"}]
+    replicas: [{url: "http://127.0.0.1:1", kv_events: {endpoint: "tcp://127.0.0.1:5557"}}]
     canary: {}
+    kv_events: {endpoint: "tcp://{host}:5557"}
   - name: d
     replicas_from: {dns: engines.internal, port: 8000}
 auth:

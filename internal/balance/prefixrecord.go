@@ -121,8 +121,9 @@ func (r *PrefixRecord) Match(blocks []uint64) int {
 
 // Insert records that the replica was sent blocks, most recently used now, and evicts the
 // least recently used blocks beyond capacity. Of a prompt longer than the capacity only
-// its first Capacity blocks are recorded: its tail would be evicted by its own head.
-func (r *PrefixRecord) Insert(blocks []uint64) {
+// its first Capacity blocks are recorded: its tail would be evicted by its own head. It
+// returns how many blocks were new to the record and how many it evicted for them.
+func (r *PrefixRecord) Insert(blocks []uint64) (added, evicted int) {
 	if r.index == nil {
 		r.Clear()
 	}
@@ -137,16 +138,33 @@ func (r *PrefixRecord) Insert(blocks []uint64) {
 		}
 		for len(r.index) >= limit {
 			r.evictHead()
+			evicted++
 		}
 		n := r.alloc(h)
 		r.index[h] = n
 		r.pushTail(n)
+		added++
 	}
 	// The tail is the most recent: the prompt's first block, touched last. What goes
 	// first is at the head: the oldest and, within one prompt, its tail blocks.
-	for len(r.index) > limit {
+	evicted += r.Trim()
+	return added, evicted
+}
+
+// EvictOldest forgets the n least recently used blocks (all when fewer are kept), as the
+// engine evicted that much of its cache, and returns how many it forgot.
+func (r *PrefixRecord) EvictOldest(n int) int {
+	done := 0
+	for ; done < n && r.head >= 0; done++ {
 		r.evictHead()
 	}
+	return done
+}
+
+// Trim forgets the least recently used blocks beyond Capacity (after Capacity shrank) and
+// returns how many.
+func (r *PrefixRecord) Trim() int {
+	return r.EvictOldest(len(r.index) - max(r.Capacity, 1))
 }
 
 // Clear forgets every block: the engine's cache was reset (a restart, new weights).

@@ -247,3 +247,33 @@ func TestPickPromptTies(t *testing.T) {
 		}
 	}
 }
+
+func TestPrefixRecordEvictsOldestAndTrims(t *testing.T) {
+	r := NewPrefixRecord(10)
+	a := PrefixBlocks(0, prompt(6*PrefixBlockBytes, 1))
+	b := PrefixBlocks(0, prompt(6*PrefixBlockBytes, 2))
+	if added, evicted := r.Insert(a); added != 6 || evicted != 0 {
+		t.Fatalf("insert a: added %d evicted %d, want 6 0", added, evicted)
+	}
+	if added, evicted := r.Insert(b); added != 6 || evicted != 2 {
+		t.Fatalf("insert b: added %d evicted %d, want 6 2", added, evicted)
+	}
+	if added, _ := r.Insert(b[:3]); added != 0 {
+		t.Fatalf("insert of held blocks added %d", added)
+	}
+	// The oldest are a's remaining tail blocks: a keeps a prefix, b is whole.
+	if n := r.EvictOldest(3); n != 3 || r.Match(a) != 1 || r.Match(b) != 6 {
+		t.Fatalf("evicted %d, a holds %d, b holds %d; want 3, 1, 6", n, r.Match(a), r.Match(b))
+	}
+	r.Capacity = 4
+	if n := r.Trim(); n != 3 || r.Len() != 4 || r.Match(b) != 4 {
+		t.Fatalf("trim evicted %d, len %d, b holds %d; want 3, 4, 4", n, r.Len(), r.Match(b))
+	}
+	if n := r.EvictOldest(100); n != 4 || r.Len() != 0 {
+		t.Fatalf("evicted %d of 4, len %d", n, r.Len())
+	}
+	r.Insert(a)
+	if r.Match(a) != 4 {
+		t.Fatalf("after emptying, a holds %d, want 4", r.Match(a))
+	}
+}

@@ -116,6 +116,9 @@ type Model struct {
 	// Canary, when set, checks that the replicas of each fingerprint group answer a fixed
 	// greedy probe alike (docs/design.md §3). Off when absent.
 	Canary *Canary `yaml:"canary"`
+	// KVEvents is where the pool's engines publish their KV cache events, for every
+	// replica that sets none ({host}: each replica's host). Off when absent.
+	KVEvents *KVEvents `yaml:"kv_events"`
 }
 
 // Queue configures a pool's queue: a request that finds every replica at its capacity
@@ -268,6 +271,9 @@ type Replica struct {
 	// Agent marks a replica reached through a fencegate agent (fenced mode): its attempts
 	// hold leases, so an attempt that goes silent can be proven stopped and rerun.
 	Agent bool `yaml:"agent"`
+	// KVEvents is where this replica's engine publishes its KV cache events (vLLM's
+	// --kv-events-config); default: the model's.
+	KVEvents *KVEvents `yaml:"kv_events"`
 }
 
 // FingerprintKeys are the fingerprint keys fencegate knows (others are rejected):

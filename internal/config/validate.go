@@ -265,8 +265,43 @@ func (m *Model) validate(field string) error {
 	if m.Affinity.LoadBound < 1 {
 		return fmt.Errorf("%s.affinity.load_bound: %g must be >= 1", field, m.Affinity.LoadBound)
 	}
+	if err := m.validateKVEvents(field); err != nil {
+		return err
+	}
 	if m.Canary != nil {
 		return m.Canary.validate(field + ".canary")
+	}
+	return nil
+}
+
+// validateKVEvents checks the pool's and its replicas' kv_events: the cache-aware policy
+// is what reads them, and only vLLM's are read.
+func (m *Model) validateKVEvents(field string) error {
+	set := m.KVEvents != nil
+	if m.KVEvents != nil {
+		if err := m.KVEvents.validate(field + ".kv_events"); err != nil {
+			return err
+		}
+		if d := m.ReplicasFrom; d != nil && d.Engine != "" && d.Engine != "vllm" {
+			return fmt.Errorf("%s.kv_events: replicas_from.engine is %s; only vLLM's KV events are read", field, d.Engine)
+		}
+	}
+	for j := range m.Replicas {
+		r := &m.Replicas[j]
+		f := fmt.Sprintf("%s.replicas[%d]", field, j)
+		if r.KVEvents != nil {
+			set = true
+			if err := r.KVEvents.validate(f + ".kv_events"); err != nil {
+				return err
+			}
+		}
+		if (r.KVEvents != nil || m.KVEvents != nil) && r.Engine != "" && r.Engine != "vllm" {
+			return fmt.Errorf("%s.kv_events: engine is %s; only vLLM's KV events are read (set kv_events on its vLLM replicas only)", f, r.Engine)
+		}
+	}
+	if set && (m.Affinity.Policy != AffinityCacheAware || m.Affinity.PrefixBytes < 0) {
+		return fmt.Errorf("%s.kv_events: read by affinity.policy %s only (the pool has %s, prefix_bytes %d)",
+			field, AffinityCacheAware, m.Affinity.Policy, m.Affinity.PrefixBytes)
 	}
 	return nil
 }

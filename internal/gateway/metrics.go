@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/balance"
 	"github.com/fencegate/fencegate/internal/failover"
+	"github.com/fencegate/fencegate/internal/kvevents"
 	"github.com/fencegate/fencegate/internal/openai"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +107,12 @@ var (
 	replicaPrefixDesc = prometheus.NewDesc("fencegate_replica_prefix_blocks",
 		"Prompt blocks (256 bytes of request JSON each) the cache-aware policy records as sent to the replica, and the most it keeps (bounded by the engine's KV cache).",
 		[]string{"model", "replica", "of"}, nil)
+	replicaKVEventsDesc = prometheus.NewDesc("fencegate_replica_kv_events",
+		"1 for the state of the replica's KV events (live: its prompt record is sized and aged by its engine's cache; degraded: events lost, late or the subscription down, the record sized as without them; off: none configured), 0 for the others.",
+		[]string{"model", "replica", "state"}, nil)
+	replicaKVBlocksDesc = prometheus.NewDesc("fencegate_replica_kv_cache_blocks",
+		"Blocks the replica's engine holds in its prefix cache, as its KV events since the last resync say.",
+		[]string{"model", "replica"}, nil)
 	budgetDesc = prometheus.NewDesc("fencegate_retry_budget_tokens", "Reruns the pool's retry budget allows now.",
 		[]string{"model"}, nil)
 	journalPendingDesc = prometheus.NewDesc("fencegate_journal_pending", "Journal mutations waiting to be written.", nil, nil)
@@ -119,6 +126,8 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicaOutstandingDesc
 	ch <- replicaWaitingDesc
 	ch <- replicaPrefixDesc
+	ch <- replicaKVEventsDesc
+	ch <- replicaKVBlocksDesc
 	ch <- budgetDesc
 	ch <- journalPendingDesc
 	ch <- availableDesc
@@ -140,6 +149,17 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			if p.b.Limits.CacheAware && r.Prefix != nil {
 				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Len()), name, r.Name, "recorded")
 				ch <- prometheus.MustNewConstMetric(replicaPrefixDesc, prometheus.GaugeValue, float64(r.Prefix.Capacity), name, r.Name, "capacity")
+			}
+			kst, _ := p.kvState(r.Name)
+			for _, st := range kvevents.States {
+				v := 0.0
+				if st == kst {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(replicaKVEventsDesc, prometheus.GaugeValue, v, name, r.Name, st.String())
+			}
+			if m := p.members[r.Name]; m != nil && m.kv != nil {
+				ch <- prometheus.MustNewConstMetric(replicaKVBlocksDesc, prometheus.GaugeValue, float64(m.kv.tracker.Resident()), name, r.Name)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, p.budget.Tokens(now), name)

@@ -28,6 +28,8 @@ type pool struct {
 	affinityBytes int
 	allowCross    bool
 	prefixes      *prefixMemory
+	// kvEvents is the model's kv_events (nil: none), for replicas that set none.
+	kvEvents *config.KVEvents
 	// discovery, when the pool finds replicas in DNS, stops its loop; dnsNames are the
 	// names its last round gave the addresses it found (see nameReplicas).
 	discovery context.CancelFunc
@@ -73,6 +75,12 @@ type member struct {
 	running map[*request.Attempt]struct{}
 	// announced: it was logged as found healthy (announce.go).
 	announced bool
+	// kv is its KV event subscription and tracker (kvpool.go), nil without kv_events.
+	kv *kvMember
+	// cacheTokens is its engine's cache in tokens (num_gpu_blocks × block_size; 0: not
+	// said), and generousBlocks the record capacity it gives without events (0: not said).
+	cacheTokens    int64
+	generousBlocks int
 }
 
 // replicaSpec is a replica as a configuration or a DNS answer describes it.
@@ -106,6 +114,7 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	p.affinityBytes = m.Affinity.PrefixBytes
 	p.allowCross = c.Policy.AllowCrossFingerprintRerun
 	p.canary = m.Canary
+	p.kvEvents = m.KVEvents
 	p.configureQueue(m.Queue.MaxWait.D(), m.Queue.MaxLen)
 	for _, r := range p.b.Replicas {
 		// A canary taken away no longer distrusts any replica's cache.
@@ -156,6 +165,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		}
 		m.configured = fp
 		m.engine, m.key, m.source = sp.Engine, sp.key, source
+		p.configureKV(m, sp.URL, sp.KVEvents)
 		switch {
 		case sp.Agent && (m.link == nil || m.link.url != sp.URL):
 			m.link = s.newAgentLink(p, sp.Name, sp.URL)
@@ -174,6 +184,7 @@ func (p *pool) reconcile(s *Server, source string, specs []replicaSpec, probed b
 		s.log.Info("replica leaves; it drains", "model", p.b.Model, "replica", name, "from", source)
 		p.dropIfIdle(name)
 	}
+	p.startKVSubscriptions(s)
 }
 
 // namesNotFrom returns the names of the replicas that came from other sources than
@@ -195,6 +206,7 @@ func (p *pool) dropIfIdle(name string) {
 	if m == nil || !m.removed || (r != nil && r.Outstanding > 0) {
 		return
 	}
+	p.stopKV(m)
 	p.b.Remove(name)
 	delete(p.members, name)
 }
@@ -253,13 +265,16 @@ func (p *pool) choose(now time.Time, w request.Want) balance.Choice {
 // take counts attempt a on r and returns it as a request's pick; blocks are the prompt's
 // (balance.PrefixBlocks), which r will hold once it has prefilled them. Callers hold mu.
 func (p *pool) take(r *balance.Replica, a *request.Attempt, blocks []uint64) request.Pick {
+	m := p.members[r.Name]
 	if p.b.Limits.CacheAware && r.Prefix != nil {
 		// The next turn of the conversation finds its history here.
-		r.Prefix.Insert(blocks)
+		added, evicted := r.Prefix.Insert(blocks)
+		if m.kv != nil && p.srv != nil {
+			m.kv.tracker.Recorded(added*balance.PrefixBlockBytes, evicted, p.srv.now())
+		}
 	}
 	r.Outstanding++
 	r.PeakOutstanding = max(r.PeakOutstanding, r.Outstanding)
-	m := p.members[r.Name]
 	m.running[a] = struct{}{}
 	engine := m.engineKind()
 	pk := request.Pick{Replica: r.Name, URL: r.URL, Revision: r.Fingerprint["revision"], Key: m.key,
@@ -451,6 +466,8 @@ type replicaStatus struct {
 	// EngineVersion is the version the engine reports (never compared).
 	EngineVersion string        `json:"engine_version,omitempty"`
 	Canary        *canaryStatus `json:"canary,omitempty"`
+	// KVEvents is what its engine's KV events say, when it has kv_events.
+	KVEvents *kvEventsStatus `json:"kv_events,omitempty"`
 	// ConsecutiveFailures counts the attempts that failed on the replica since its last
 	// completed one; EjectedUntil is when its ejection ends, while it is ejected.
 	ConsecutiveFailures int        `json:"consecutive_failures,omitempty"`
@@ -472,6 +489,7 @@ func (p *pool) status(now time.Time) (list []replicaStatus, available int) {
 		if ejected, until := r.Ejected(now); ejected {
 			rs.EjectedUntil = &until
 		}
+		rs.KVEvents = p.kvStatus(r)
 		list = append(list, rs)
 	}
 	return list, available

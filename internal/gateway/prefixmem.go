@@ -124,6 +124,17 @@ func prefixCapacity(cacheConfig map[string]string) (int, bool) {
 	return min(max(n, minPrefixBlocks), maxPrefixBlocks), true
 }
 
+// cacheTokens is the engine's KV cache in tokens, num_gpu_blocks × block_size of
+// vllm:cache_config_info (0: not said).
+func cacheTokens(cacheConfig map[string]string) int64 {
+	blocks, err1 := strconv.Atoi(cacheConfig["num_gpu_blocks"])
+	size, err2 := strconv.Atoi(cacheConfig["block_size"])
+	if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
+		return 0
+	}
+	return int64(blocks) * int64(size)
+}
+
 // promptMembers are the members of a request that make its prompt, in the order engines'
 // templates render them (tools first: templates put their descriptions in the system
 // part).

@@ -193,8 +193,13 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 	if snap.CacheConfig == nil {
 		return
 	}
-	if n, ok := prefixCapacity(snap.CacheConfig); ok && r.Prefix != nil {
-		r.Prefix.Capacity = n
+	if n, ok := prefixCapacity(snap.CacheConfig); ok {
+		m.generousBlocks = n
+		m.cacheTokens = cacheTokens(snap.CacheConfig)
+		if m.kv != nil {
+			m.kv.tracker.SetCacheTokens(m.cacheTokens)
+		}
+		p.sizeRecord(r, m)
 	}
 	source := sourceMetrics
 	if snap.Engine == "" {

@@ -293,6 +293,9 @@ func (s *Server) Start() {
 	l := s.current()
 	for _, p := range l.pools {
 		s.startDiscovery(p, l.cfg)
+		p.mu.Lock()
+		p.startKVSubscriptions(s)
+		p.mu.Unlock()
 	}
 	// One probe and scrape before serving, so that health, fingerprints and load are known
 	// from the start.

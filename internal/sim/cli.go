@@ -55,7 +55,7 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 		fmt.Fprint(out, "\n"+endpointHelp+"\n"+faultHelp)
 	}
 	var cfg Config
-	var cacheConfig string
+	var cacheConfig, kvEvents string
 	fs.StringVar(&cfg.Addr, "listen", "127.0.0.1:9001", "address to listen on")
 	fs.StringVar(&cfg.Name, "name", defaultName, "replica name; also the salt of its output text unless --weights is set")
 	fs.StringVar(&cfg.Weights, "weights", "", "what decides the generated text: replicas with the same value answer alike (default: --name)")
@@ -84,12 +84,21 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 		return nil
 	})
 	fs.StringVar(&cfg.CacheFault, "cache-fault", "", `corrupt the prefix cache: "block-boundary" changes the answer of a prompt that came from the cache up to its last token, the cached part ending at a block edge`)
+	fs.StringVar(&kvEvents, "kv-events-config", "", `as vLLM's --kv-events-config, JSON: with {"enable_kv_cache_events": true}, publish the prefix cache's BlockStored, BlockRemoved and AllBlocksCleared events on ZMQ (endpoint, default tcp://*:5557; replay_endpoint; topic; buffer_steps)`)
+	fs.BoolVar(&cfg.ServerDevMode, "server-dev-mode", false, "as vLLM with VLLM_SERVER_DEV_MODE=1: serve POST /reset_prefix_cache")
 	fs.StringVar(&cacheConfig, "cache-config", "", "comma-separated key=value labels of vllm:cache_config_info (vLLM CacheConfig fields) overriding the defaults")
 	if err := cli.Parse(fs, args, "sim"); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, cli.Usagef("sim: unexpected arguments %q", fs.Args())
+	}
+	if kvEvents != "" {
+		kc, err := ParseKVEventsConfig(kvEvents)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.KVEvents = kc
 	}
 	if cacheConfig != "" {
 		cfg.CacheConfig = make(map[string]string)
@@ -123,6 +132,7 @@ const endpointHelp = `Endpoints (vLLM's wire shapes):
     POST /v1/embeddings                vectors per input, encoding_format float or base64
   Always: GET /v1/models, GET /version, GET /health, POST /tokenize, GET /metrics,
           POST /sim/faults, GET /sim/requests (the records).
+  --server-dev-mode: POST /reset_prefix_cache (empties the prefix cache unless a request runs).
   The other task's endpoints answer 404 {"detail":"Not Found"}, as vLLM registers only its model's routes.
 `
 

@@ -115,6 +115,14 @@ type Config struct {
 	// the replica runs no tool, as vLLM without --tool-server.
 	ToolServers []string
 
+	// KVEvents is vLLM's --kv-events-config: with enable_kv_cache_events, the replica
+	// publishes its prefix cache's changes on ZMQ as vLLM does (kvpublish.go). Nil: none.
+	KVEvents *KVEventsConfig
+
+	// ServerDevMode is vLLM's VLLM_SERVER_DEV_MODE=1: the development endpoints, of which
+	// the sim serves POST /reset_prefix_cache.
+	ServerDevMode bool
+
 	// DoneAfterStreamError appends "data: [DONE]" after the mid-stream error
 	// event of a status:N fault, as the real vLLM server does after every
 	// error event. By default such a stream simply ends after the event.
@@ -240,6 +248,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Weights == "" {
 		c.Weights = c.Name
+	}
+	if _, err := c.KVEvents.publishing(); err != nil {
+		return c, err
 	}
 	if c.Version == "" {
 		c.Version = DefaultVersion

@@ -36,6 +36,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {}) // 200, empty body, as vLLM
 	mux.HandleFunc("POST /tokenize", s.serveTokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	if s.cfg.ServerDevMode {
+		mux.HandleFunc("POST /reset_prefix_cache", s.serveResetPrefixCache)
+	}
 	mux.HandleFunc("POST /sim/faults", s.serveArmFault)
 	mux.HandleFunc("GET /sim/requests", s.serveRecords)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {

@@ -40,6 +40,13 @@ type Server struct {
 
 	generations atomic.Int64 // generation requests that reached the engine, for DivergeFirst
 
+	// kvMu guards kvPub, the KV event publisher of the current process (nil while down or
+	// when none is configured), and the endpoints its first process bound, which a
+	// restart binds again.
+	kvMu                     sync.Mutex
+	kvPub                    *kvPublisher
+	kvEndpoint, kvReplayAddr string
+
 	mu        sync.Mutex
 	life      *life // nil while down
 	closed    bool
@@ -86,6 +93,10 @@ func Start(cfg Config) (*Server, error) {
 		metrics: newMetrics(cfg, sched),
 		closeCh: make(chan struct{}),
 	}
+	if on, _ := cfg.KVEvents.publishing(); on {
+		s.kvEndpoint, s.kvReplayAddr = cfg.KVEvents.Endpoint, cfg.KVEvents.ReplayEndpoint
+		s.cache.publish = s.publishKV
+	}
 	if s.tools, err = connectToolServers(cfg.ToolServers); err != nil {
 		return nil, err
 	}
@@ -113,8 +124,12 @@ func Start(cfg Config) (*Server, error) {
 
 // listenLocked starts a new listening period on addr; the caller holds s.mu.
 func (s *Server) listenLocked(addr string) error {
+	if err := s.startKVLocked(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		s.stopKVLocked()
 		return fmt.Errorf("sim: listen on %s: %w", addr, err)
 	}
 	l := &life{ln: ln, conns: newConnSet()}
@@ -142,6 +157,7 @@ func (s *Server) listenLocked(addr string) error {
 // woken by the cancel finds its connection already dead and cannot end its
 // response cleanly. The caller holds s.mu.
 func (s *Server) endLifeLocked(cause error) {
+	s.stopKVLocked() // the engine's process, and its publisher, are gone
 	l := s.life
 	s.life = nil
 	l.ended.Store(true)
@@ -301,3 +317,7 @@ func (s *Server) weights() string {
 	}
 	return s.cfg.Weights
 }
+
+// CachedBlocks is the number of blocks in the replica's prefix cache, for tests that hold
+// a subscriber of its KV events to it; no engine reports it.
+func (s *Server) CachedBlocks() int { return s.cache.len() }
