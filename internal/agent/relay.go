@@ -11,9 +11,9 @@ import (
 	"github.com/fencegate/fencegate/internal/upstream"
 )
 
-// relayBufSize is the size of one read from the engine and of the batch
-// written downstream per read.
-const relayBufSize = 32 << 10
+// relayBufSize is the size the batch written downstream per read starts with: what one
+// read of the engine connection's buffer (4 KiB) brings, and an event begun before it.
+const relayBufSize = 8 << 10
 
 var relayBufs = sync.Pool{New: func() any {
 	b := make([]byte, relayBufSize)
@@ -41,18 +41,18 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.R
 	if err := at.rc.Flush(); err != nil {
 		return EndClientGone, true
 	}
-	readp := relayBufs.Get().(*[]byte)
-	defer relayBufs.Put(readp)
 	outp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(outp)
-	read, out := *readp, (*outp)[:0]
+	out := (*outp)[:0]
 	// The agent forwards events as the engine wrote them and checks the lease between
-	// them; reading what they carry is the gateway's (docs/design.md §4).
+	// them; reading what they carry is the gateway's (docs/design.md §4). Each read is
+	// decoded in the engine connection's own buffer (upstream.Response.Next) and copied
+	// into the batch before the next read.
 	dec := sse.Decoder{FramesOnly: true}
 	for {
-		n, rerr := resp.Read(read)
-		if n > 0 {
-			dec.Append(read[:n])
+		read, rerr := resp.Next()
+		if len(read) > 0 {
+			dec.Append(read)
 			out = out[:0]
 			events := 0
 			lost := false
