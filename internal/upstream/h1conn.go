@@ -29,10 +29,6 @@ type conn struct {
 	peek     func(fd uintptr) bool
 	peekBuf  [1]byte
 	peekDead bool
-	// ready waits for the socket to be readable (Response.Wait); nil under TLS. polled:
-	// this wait has polled the socket once.
-	ready  func(fd uintptr) bool
-	polled bool
 
 	// The pool's, under its mutex.
 	idle      bool

@@ -9,5 +9,3 @@ import "net"
 func (c *conn) initPeek(net.Conn) {}
 
 func (c *conn) idleBroken() bool { return false }
-
-func (c *conn) waitReadable() {}

@@ -220,9 +220,8 @@ func (r *Response) Read(p []byte) (int, error) {
 // Next returns the next bytes of the body, decoded in place in the connection's own
 // buffer, or io.EOF at its end. The bytes stay valid until the next call of Next, Read or
 // Close: a reader that handles what one read brought before it reads again (the request's
-// owner) needs no buffer of its own and holds none while it waits for the engine, and
-// waits without first polling the socket as Wait does. Like Read, it returns whatever the
-// connection has, blocking for at most one socket read and only when it has nothing yet.
+// owner) needs no buffer of its own and holds none while it waits for the engine. Like
+// Read, it returns whatever the connection has, blocking for at most one socket read and only when it has nothing yet.
 // When the body ends within the bytes returned, the connection goes back to the pool at
 // the next call (or Close), not before: the bytes returned are in its buffer.
 func (r *Response) Next() ([]byte, error) {
@@ -298,20 +297,6 @@ var errDrainTooLong = errors.New("upstream: more of the body left than Drain rea
 // BodyRead reports whether the body was read to its end, so that nothing is left to
 // drain before Close pools the connection.
 func (r *Response) BodyRead() bool { return r.body.done && r.err == nil }
-
-// Wait returns once a Read would find something without waiting on the engine: body bytes
-// already read from the connection, or a socket with something to read (bytes, the
-// engine's FIN or reset), or an exchange that is over (its context ended, the body read).
-// A reader of a slow stream waits here rather than in Read, so that it holds no buffer
-// while the engine has nothing to say. Where the socket cannot be watched (TLS, which may
-// hold bytes it has already decrypted; a connection that is not a socket) it returns at
-// once, and the Read that follows waits.
-func (r *Response) Wait() {
-	if r.err != nil || r.cn == nil || r.cn.r < r.cn.w {
-		return
-	}
-	r.cn.waitReadable()
-}
 
 // readErr is a failed body read: the end of a body delimited by the connection's close,
 // or an error.
