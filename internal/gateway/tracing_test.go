@@ -163,11 +163,7 @@ func TestTraceContextPassesThroughWithoutTracing(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(context.Background(), cfg, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw.Handler())
+	gw, srv := newGatewayServer(t, cfg)
 	defer func() { srv.Close(); gw.Close() }()
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	resp, body := postAPI(t, srv.URL+"/v1/chat/completions", `{"model":"sim-model","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"trace me"}]}`,
