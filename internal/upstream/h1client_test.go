@@ -1014,8 +1014,8 @@ func TestNextPoolsTheConnectionOnlyAfterTheLastBytesAreLetGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := resp.Next(); string(b) != "hello" || err != nil || !resp.BodyRead() {
-		t.Fatalf("Next: %q, %v, body read %v; want the whole body at once", b, err, resp.BodyRead())
+	if b, err := resp.Next(); string(b) != "hello" || err != nil || !bodyRead(resp) {
+		t.Fatalf("Next: %q, %v, body read %v; want the whole body at once", b, err, bodyRead(resp))
 	}
 	if n := c.pool.count(s.base()); n != 0 {
 		t.Fatal("pooled while the caller holds the body's bytes")
@@ -1132,3 +1132,6 @@ func (l *deadlineLog) last() (time.Time, bool) {
 	}
 	return l.all[len(l.all)-1], true
 }
+
+// bodyRead reports whether resp's body was read to its end without an error.
+func bodyRead(resp *Response) bool { return resp.body.done && resp.err == nil }

@@ -294,10 +294,6 @@ func (r *Response) Drain(max int64, deadline time.Time) error {
 // errDrainTooLong: more of the body was left than Drain would read.
 var errDrainTooLong = errors.New("upstream: more of the body left than Drain reads")
 
-// BodyRead reports whether the body was read to its end, so that nothing is left to
-// drain before Close pools the connection.
-func (r *Response) BodyRead() bool { return r.body.done && r.err == nil }
-
 // readErr is a failed body read: the end of a body delimited by the connection's close,
 // or an error.
 func (r *Response) readErr(err error) error {
