@@ -30,16 +30,21 @@ func isEventStreamType(contentType string) bool {
 }
 
 // relayEvents forwards a stream event by event, each exactly as the engine
-// wrote it, checking the lease before each one. The events that one read from
-// the engine made available are written and flushed together.
+// wrote it. The events that one read from the engine made available are written
+// and flushed together, after a check of the lease: no event is written once it
+// has lapsed.
 func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.Response) (reason string, broken bool) {
 	if !a.mayPublish(at) {
 		return EndLeaseExpired, true
 	}
 	copyResponseHeaders(w.Header(), resp.Header.HTTP())
 	w.WriteHeader(resp.Status)
-	if err := at.rc.Flush(); err != nil {
-		return EndClientGone, true
+	// The head goes out at once unless events came with it: then it leaves with them, in
+	// the first batch's write, microseconds later.
+	if !resp.Buffered() {
+		if err := at.rc.Flush(); err != nil {
+			return EndClientGone, true
+		}
 	}
 	outp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(outp)
@@ -55,27 +60,29 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.R
 			dec.Append(read)
 			out = out[:0]
 			events := 0
-			lost := false
 			for {
 				ev, ok := dec.Next()
 				if !ok {
-					break
-				}
-				if !a.mayPublish(at) {
-					lost = true
 					break
 				}
 				out = append(out, ev.Raw...)
 				events++
 			}
 			if len(out) > 0 {
-				if err := writeBatch(w, at, out, events); err != nil {
+				// The lease is checked once for the events one read brought, just before
+				// they are written together: none of them goes out once it has lapsed.
+				if !a.mayPublish(at) {
+					return EndLeaseExpired, true
+				}
+				// The engine's last batch is not flushed here: the handler returns at once
+				// (the next Next finds the body's end without reading), and net/http writes
+				// it with the response's end in one write.
+				last := dec.Err() == nil && dec.Buffered() == 0 && resp.Ended()
+				if err := writeBatch(w, at, out, events, !last); err != nil {
 					return EndClientGone, true
 				}
 			}
 			switch {
-			case lost:
-				return EndLeaseExpired, true
 			case dec.Err() != nil:
 				return EndEngineError, true // an event too large to hold: the stream cannot continue
 			}
@@ -93,13 +100,15 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.R
 	}
 }
 
-// writeBatch writes events downstream and flushes them.
-func writeBatch(w http.ResponseWriter, at *attempt, batch []byte, events int) error {
+// writeBatch writes events downstream and, with flush, flushes them.
+func writeBatch(w http.ResponseWriter, at *attempt, batch []byte, events int, flush bool) error {
 	if _, err := w.Write(batch); err != nil {
 		return err
 	}
-	if err := at.rc.Flush(); err != nil {
-		return err
+	if flush {
+		if err := at.rc.Flush(); err != nil {
+			return err
+		}
 	}
 	at.events.Add(int64(events))
 	at.bytes.Add(int64(len(batch)))

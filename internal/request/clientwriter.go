@@ -164,6 +164,27 @@ func (cw *clientWriter) flush() {
 	cw.fail(cw.rc.Flush())
 }
 
+// finish ends what the owner writes. With last, what is written is handed to the response
+// writer but not flushed: the handler is about to return, and net/http then writes it
+// with the response's end (for a stream, the chunked body's last chunk) in one write.
+// Otherwise it flushes, as after any batch.
+func (cw *clientWriter) finish(last bool) {
+	if !last {
+		cw.flush()
+		return
+	}
+	if !cw.dirty || cw.err != nil {
+		return
+	}
+	cw.dirty = false
+	cw.arm() // the deadline of the write at the handler's return
+	if len(cw.held) > 0 {
+		_, err := cw.w.Write(cw.held)
+		cw.held = cw.held[:0]
+		cw.fail(err)
+	}
+}
+
 func (cw *clientWriter) fail(err error) {
 	if err == nil || cw.err != nil {
 		return

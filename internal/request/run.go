@@ -198,8 +198,23 @@ func (rn *Run) Serve() End {
 			rn.step(rn.clientGone())
 		}
 	}
-	rn.cw.flush()
+	// When nothing is left to read before the handler returns, the last events are not
+	// flushed here: net/http writes them with the chunked body's end, in one write
+	// (clientWriter.finish). teardown, which runs first, then waits for nothing.
+	rn.cw.finish(rn.nothingLeftToRead())
 	return rn.rec.end
+}
+
+// nothingLeftToRead reports whether the request's one attempt was answered with a
+// response whose body has been read to its end, so that teardown reads nothing more of
+// the engine before the handler returns.
+func (rn *Run) nothingLeftToRead() bool {
+	rn.owner.check()
+	if len(rn.atts.all) != 1 {
+		return false
+	}
+	resp := rn.atts.all[0].resp
+	return resp != nil && resp.Ended()
 }
 
 // drainReady handles upstream reports that are already waiting, so that they go out in

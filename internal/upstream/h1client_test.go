@@ -1135,3 +1135,62 @@ func (l *deadlineLog) last() (time.Time, bool) {
 
 // bodyRead reports whether resp's body was read to its end without an error.
 func bodyRead(resp *Response) bool { return resp.body.done && resp.err == nil }
+
+// Ended says that the body's end has been read, so that a relay may write its own end with
+// the last bytes; Buffered that bytes wait in the connection's buffer. The engine writes
+// its head with the first chunk, then the rest only when the test lets it.
+func TestEndedAndBuffered(t *testing.T) {
+	more := make(chan string)
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		if !readRawRequest(rd) {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		for b := range more {
+			io.WriteString(c, b)
+		}
+	})
+	c := newClient(t, Options{})
+	resp, err := c.Do(context.Background(), postTo(s.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Buffered() || resp.Ended() {
+		t.Fatalf("after the head: buffered %v, ended %v; want the first chunk buffered, the body not ended", resp.Buffered(), resp.Ended())
+	}
+	if b, err := resp.Next(); string(b) != "hello" || err != nil {
+		t.Fatalf("Next: %q, %v", b, err)
+	}
+	if resp.Buffered() || resp.Ended() {
+		t.Fatalf("after the first chunk: buffered %v, ended %v; want neither", resp.Buffered(), resp.Ended())
+	}
+	more <- "5\r\nworld\r\n0\r\n\r\n" // the last chunk and the body's end, in one write
+	close(more)
+	if b, err := resp.Next(); string(b) != "world" || err != nil {
+		t.Fatalf("Next: %q, %v", b, err)
+	}
+	if !resp.Ended() {
+		t.Fatal("the body's end came with its last bytes, but Ended is false")
+	}
+	if b, err := resp.Next(); err != io.EOF || len(b) != 0 {
+		t.Fatalf("after the body: %q, %v; want io.EOF", b, err)
+	}
+	if !resp.Ended() || resp.Buffered() {
+		t.Fatalf("after io.EOF: ended %v, buffered %v; want ended, nothing buffered", resp.Ended(), resp.Buffered())
+	}
+
+	// A body closed before its end did not end.
+	half := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		if readRawRequest(rd) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		}
+	})
+	resp, err = c.Do(context.Background(), postTo(half.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	if resp.Ended() || resp.Buffered() {
+		t.Fatalf("closed half read: ended %v, buffered %v; want neither", resp.Ended(), resp.Buffered())
+	}
+}

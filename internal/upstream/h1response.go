@@ -267,6 +267,17 @@ func (r *Response) Next() ([]byte, error) {
 	}
 }
 
+// Ended reports whether the body's end has been read: the bytes Next or Read returned
+// last were its last, and what is left of the exchange (pooling the connection) takes no
+// read of the engine. A relay that knows this can write those bytes and its own end of
+// the response together.
+func (r *Response) Ended() bool { return r.err == nil && (r.cn == nil || r.body.done) }
+
+// Buffered reports whether bytes read from the engine wait in the connection's buffer, so
+// that the next Next or Read returns without a read of the socket when they are body
+// bytes.
+func (r *Response) Buffered() bool { return r.err == nil && r.cn != nil && r.cn.r < r.cn.w }
+
 // Drain reads and drops what is left of the body, at most max bytes and until deadline,
 // so that the connection can carry another exchange: it returns nil once the body was read
 // to its end (the connection then pooled), else why not (the connection is closed by
