@@ -30,7 +30,12 @@ const (
 // with the queue on, keepalives every 10 ms (a queued stream's headers prove it waits)
 // and the keys given.
 func queueEnv(t *testing.T, capacity int, pool func(*config.Model), keys ...config.APIKey) *env {
-	return newEnv(t, envOptions{replicas: 1, config: func(c *config.Config) {
+	return queueEnvWith(t, nil, capacity, pool, keys...)
+}
+
+// queueEnvWith is queueEnv with its replica configured by simCfg (nil: the defaults).
+func queueEnvWith(t *testing.T, simCfg func(int, *sim.Config), capacity int, pool func(*config.Model), keys ...config.APIKey) *env {
+	return newEnv(t, envOptions{replicas: 1, sim: simCfg, config: func(c *config.Config) {
 		c.Models[0].MaxOutstanding = capacity
 		c.Policy.Keepalive = config.Duration(10 * time.Millisecond)
 		if pool != nil {
@@ -188,9 +193,13 @@ func TestFairQueueFloodDoesNotStarveATrickle(t *testing.T) {
 	}
 }
 
-// Two keys flood one slot, weighted 3:1: they complete 3:1 within 10 %.
+// Two keys flood one slot, weighted 3:1: they complete 3:1 within 10 %. The engine takes
+// 2 ms an answer, far longer than a client takes to send its next request, so that both
+// keys always have requests waiting when the slot frees: a key whose clients were all
+// between two requests would have nothing queued, and an idle key banks no credit.
 func TestFairQueueWeights(t *testing.T) {
-	e := queueEnv(t, 1, nil, config.APIKey{ID: "heavy", Key: heavyKey, Weight: 3}, config.APIKey{ID: "light", Key: lightKey, Weight: 1})
+	paced := func(_ int, c *sim.Config) { c.DecodePerToken = 2 * time.Millisecond }
+	e := queueEnvWith(t, paced, 1, nil, config.APIKey{ID: "heavy", Key: heavyKey, Weight: 3}, config.APIKey{ID: "light", Key: lightKey, Weight: 1})
 	const total = 200
 	var completed atomic.Int32
 	var per sync.Map
