@@ -93,38 +93,48 @@ func (s *Server) withAccessLog(h http.HandlerFunc) http.HandlerFunc {
 		if status == 0 {
 			status = 499
 		}
-		handler := s.log.Handler()
-		if !handler.Enabled(r.Context(), slog.LevelInfo) {
-			return
-		}
-		end := time.Now()
-		var buf [12]slog.Attr
-		attrs := append(buf[:0],
-			slog.String("request_id", requestID(r)), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
-		)
-		if entry.model != "" {
-			attrs = append(attrs, slog.String("model", entry.model), slog.String("endpoint", entry.endpoint),
-				slog.String("outcome", entry.outcome), slog.Int("attempts", entry.attempts), slog.String("replica", entry.replica),
-				slog.Int("delivered_output_tokens", entry.delivered))
-			if entry.ttft > 0 {
-				attrs = append(attrs, slog.Float64("ttft_ms", float64(entry.ttft.Microseconds())/1000))
-			}
-			if entry.queued > 0 {
-				attrs = append(attrs, slog.Float64("queued_ms", float64(entry.queued.Microseconds())/1000))
-			}
-		}
-		if entry.tenant != "" {
-			attrs = append(attrs, slog.String("key_id", entry.tenant))
-		}
-		if entry.errCode != "" {
-			attrs = append(attrs, slog.String("error_code", entry.errCode))
-		}
-		// Straight to the handler, with no caller's PC: Logger.LogAttrs walks the stack for
-		// one on every call, a twentieth of a streamed request's own instructions, for a
-		// source location the access log never prints.
-		rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-		rec.AddAttrs(attrs...)
-		handler.Handle(r.Context(), rec)
+		s.logAccess(r, start, status, entry)
 	}
+}
+
+// logAccess writes a request's access line. It is a function of its own so that the line's
+// attributes and record are on the stack only while it is written, not in withAccessLog's
+// frame for the whole request: a streaming request's goroutine keeps a smaller stack
+// (docs/performance.md).
+//
+//go:noinline
+func (s *Server) logAccess(r *http.Request, start time.Time, status int, entry *accessEntry) {
+	handler := s.log.Handler()
+	if !handler.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	end := time.Now()
+	var buf [12]slog.Attr
+	attrs := append(buf[:0],
+		slog.String("request_id", requestID(r)), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
+	)
+	if entry.model != "" {
+		attrs = append(attrs, slog.String("model", entry.model), slog.String("endpoint", entry.endpoint),
+			slog.String("outcome", entry.outcome), slog.Int("attempts", entry.attempts), slog.String("replica", entry.replica),
+			slog.Int("delivered_output_tokens", entry.delivered))
+		if entry.ttft > 0 {
+			attrs = append(attrs, slog.Float64("ttft_ms", float64(entry.ttft.Microseconds())/1000))
+		}
+		if entry.queued > 0 {
+			attrs = append(attrs, slog.Float64("queued_ms", float64(entry.queued.Microseconds())/1000))
+		}
+	}
+	if entry.tenant != "" {
+		attrs = append(attrs, slog.String("key_id", entry.tenant))
+	}
+	if entry.errCode != "" {
+		attrs = append(attrs, slog.String("error_code", entry.errCode))
+	}
+	// Straight to the handler, with no caller's PC: Logger.LogAttrs walks the stack for
+	// one on every call, a twentieth of a streamed request's own instructions, for a
+	// source location the access log never prints.
+	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+	rec.AddAttrs(attrs...)
+	handler.Handle(r.Context(), rec)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/fencegate/fencegate/internal/balance"
+	"github.com/fencegate/fencegate/internal/limits"
 	"github.com/fencegate/fencegate/internal/openai"
 	"github.com/fencegate/fencegate/internal/request"
 	"github.com/fencegate/fencegate/internal/store"
@@ -36,42 +37,61 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 // Messages, Responses, embeddings): it validates the request, registers it in the journal (claiming its
 // Idempotency-Key, if any), then owns it until its last byte (request.Run.Serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
+	rn, ticket, ok := s.startCompletion(w, r, ep)
+	delivered := 0
+	// The key's slot is freed and its output tokens counted when the request ends,
+	// however it ends (a replay, a refusal, or the run's last byte).
+	defer func() { ticket.Done(int64(delivered), s.now()) }()
+	if !ok {
+		return
+	}
+	defer s.unregister(rn)
+	end := rn.Serve()
+	delivered = end.Delivered
+	noteEnd(r, end)
+}
+
+// startCompletion does what serveCompletion does before the request is served: it
+// answers the request itself (ok false) when it is refused, or returns its run, registered,
+// and the key's ticket (nil when the key has no limits; set whenever it was taken, so
+// that the caller gives it back). It is a function of its own so that its frame, the
+// request's parameters and journal row, is gone before the run is served: a streaming
+// request's goroutine then keeps a smaller stack for the whole stream (docs/performance.md).
+//
+//go:noinline
+func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) (rn *request.Run, ticket *limits.Ticket, ok bool) {
 	id := requestID(r)
 	l := s.current() // the request keeps this configuration to its end, whatever a reload does
 	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
 	if !ok {
-		return
+		return nil, nil, false
 	}
 	body := req.Body
 	k, _ := identity(r)
 	p := l.pools[req.Model]
 	if p == nil || !k.mayUse(req.Model) {
 		modelNotFound(w, r, req.Model)
-		return
+		return nil, nil, false
 	}
 	tenant := k.ID
 	if a := accessOf(r); a != nil {
 		a.model, a.endpoint, a.tenant = req.Model, ep.String(), tenant
 	}
-	ticket, ok := s.admit(w, r, k, id)
+	ticket, ok = s.admit(w, r, k, id)
 	if !ok {
-		return
+		return nil, nil, false
 	}
-	delivered := 0
-	// The key's slot is freed and its output tokens counted when the request ends,
-	// however it ends (a replay, a refusal below, or the run's last byte).
-	defer func() { ticket.Done(int64(delivered), s.now()) }()
 	pinned := ""
 	if req.PreviousResponseID != "" {
 		var ok bool
 		if pinned, ok = s.pinnedReplica(w, r, l, req, tenant, id); !ok {
-			return
+			return nil, ticket, false
 		}
 	}
 	now := s.now()
 	if s.isDraining() {
 		refuseDraining(w, r, id)
-		return
+		return nil, ticket, false
 	}
 	params := request.Params{ID: id, Config: l.cfg, W: w, R: r, Req: req, Members: members, Start: now, Pinned: pinned,
 		Traces: traceModeFor(l.cfg, k), Class: queueClass(k, r)}
@@ -82,7 +102,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if !s.claim(w, r, &params, &row, key, body, now) {
-			return
+			return nil, ticket, false
 		}
 	} else {
 		s.journal.Submit(store.CreateRequest{Request: row})
@@ -93,17 +113,14 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	// without affinity.
 	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityPrefix())
 	params.Blocks = promptBlocks(req.Endpoint, params.Members)
-	rn := request.New(s.services, p.requests, params)
+	rn = request.New(s.services, p.requests, params)
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this
 		// gateway's lease, which lapses, and another gateway may take it over.
 		refuseDraining(w, r, id)
-		return
+		return nil, ticket, false
 	}
-	defer s.unregister(rn)
-	end := rn.Serve()
-	delivered = end.Delivered
-	noteEnd(r, end)
+	return rn, ticket, true
 }
 
 // pinnedReplica finds the replica that holds the response a Responses request continues
