@@ -96,9 +96,23 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 }
 
 // dispatch sends attempt n, a, to the replica p the pool gave it, and reports the choice
-// to the machine.
+// to the machine. Its two halves are functions of their own, so that their frames are
+// never on the stack together: this path is the deepest a streaming request's goroutine
+// takes, and kept shallower its stack stays half the size for the whole stream
+// (docs/performance.md).
 func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
 	rn.owner.check()
+	if rn.recordAttempt(a, n, p, now) {
+		rn.sendAttempt(a, n, p, now)
+	}
+}
+
+// recordAttempt journals attempt n, a, before it is sent: at once and durably for a keyed
+// request, else through the journal's batches. It reports false when the attempt must not
+// be sent (the journal could not take it: the request is aborted).
+//
+//go:noinline
+func (rn *Run) recordAttempt(a *Attempt, n int, p Pick, now time.Time) bool {
 	num := rn.p.AttemptBase + n
 	a.id, a.replica, a.url = store.AttemptID(rn.p.ID, num), p.Replica, p.URL
 	if a.agent = p.Agent; a.agent != nil {
@@ -106,27 +120,42 @@ func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
 	}
 	a.rec = store.Attempt{ID: a.id, RequestID: rn.p.ID, N: num, Replica: p.Replica, StartedAt: now, LeaseEpoch: a.epoch, ModelRevision: p.Revision}
 	if rn.p.Keyed {
-		// A keyed request may be taken over by another gateway if this one dies; the new
-		// owner must know every attempt that was started, so that it numbers its own after
-		// them and can tell which replica may still be running one. Nothing is sent before
-		// the record is written.
-		ctx, cancel := context.WithTimeout(context.Background(), SyncWriteTimeout)
-		err := rn.srv.Store().Apply(ctx, []store.Mutation{store.UpsertAttempt{Attempt: a.rec}})
-		cancel()
-		if err != nil {
-			rn.pool.Release(a, failover.AttemptInfo{}, false)
-			if a.agent != nil {
-				a.agent.Forget(a.id)
-			}
-			rn.srv.Log().Warn("attempt not journaled, so not sent", "request_id", rn.p.ID, "attempt", a.id, "err", err)
-			rn.queue(failover.Event{Kind: failover.EvAbort, Reason: failover.EndJournalUnavailable,
-				Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(failover.EndJournalUnavailable),
-					Message: "the request journal is unavailable, so the attempt was not started: " + err.Error()}})
-			return
-		}
-	} else {
-		rn.srv.Journal().Submit(store.UpsertAttempt{Attempt: a.rec})
+		return rn.writeAttempt(a)
 	}
+	rn.srv.Journal().Submit(store.UpsertAttempt{Attempt: a.rec})
+	return true
+}
+
+// writeAttempt writes a keyed request's attempt a to the store before it is sent. A keyed
+// request may be taken over by another gateway if this one dies; the new owner must know
+// every attempt that was started, so that it numbers its own after them and can tell which
+// replica may still be running one. Nothing is sent before the record is written: when it
+// cannot be, the request is aborted and writeAttempt reports false.
+//
+//go:noinline
+func (rn *Run) writeAttempt(a *Attempt) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SyncWriteTimeout)
+	err := rn.srv.Store().Apply(ctx, []store.Mutation{store.UpsertAttempt{Attempt: a.rec}})
+	cancel()
+	if err == nil {
+		return true
+	}
+	rn.pool.Release(a, failover.AttemptInfo{}, false)
+	if a.agent != nil {
+		a.agent.Forget(a.id)
+	}
+	rn.srv.Log().Warn("attempt not journaled, so not sent", "request_id", rn.p.ID, "attempt", a.id, "err", err)
+	rn.queue(failover.Event{Kind: failover.EvAbort, Reason: failover.EndJournalUnavailable,
+		Err: &openai.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: string(failover.EndJournalUnavailable),
+			Message: "the request journal is unavailable, so the attempt was not started: " + err.Error()}})
+	return false
+}
+
+// sendAttempt starts attempt n, a, journaled, on the replica p: its engine request, its
+// context and its reader.
+//
+//go:noinline
+func (rn *Run) sendAttempt(a *Attempt, n int, p Pick, now time.Time) {
 	a.dec.Protocol = rn.shape.proto
 	body := clientBody(rn.p.Req.Body)
 	if rn.shape.wantUsage && p.UsagePerChunk {

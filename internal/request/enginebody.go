@@ -45,6 +45,9 @@ func (b engineBody) bytes() []byte {
 	return bytes.Join(b.parts[:], nil)
 }
 
+// usageOptions is stream_options asking for usage in every chunk, for a body that had none.
+var usageOptions = []byte(`{"include_usage":true,"continuous_usage_stats":true}`)
+
 // withUsage is the body asking the engine for usage in every chunk: stream_options with
 // include_usage and continuous_usage_stats set, the client's other stream options kept.
 // Only the stream_options member is written anew (with sjson, as a value of its own);
@@ -68,11 +71,10 @@ func withUsage(body []byte, members openai.Members) (engineBody, error) {
 		end := m.Offset + len(m.Value)
 		return engineBody{parts: [3][]byte{body[:m.Offset], opts, body[end:]}}, nil
 	}
-	// Added as the last member, right before the closing brace.
-	opts, err := set([]byte(`{}`))
-	if err != nil {
-		return engineBody{}, err
-	}
+	// Added as the last member, right before the closing brace: the options are always the
+	// same then, written without sjson (whose frames, on the path that sends an attempt,
+	// were the deepest a streaming request's stack went).
+	opts := usageOptions
 	end := bytes.LastIndexByte(body, '}')
 	member := make([]byte, 0, len(opts)+len(`,"stream_options":`))
 	if len(members) > 0 {

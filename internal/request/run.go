@@ -168,6 +168,14 @@ func (rn *Run) Serve() End {
 	rn.timer.Stop()
 	defer rn.teardown()
 	rn.rec.startRequestSpan(rn.p.R, rn.p.Req)
+	if rn.shape.wantUsage {
+		// Made here, where the stack is shallow, rather than when the first attempt is
+		// sent: rewriting the body's stream_options takes sjson's deep frames, which on the
+		// attempt's path would double the stack this goroutine keeps for the whole stream
+		// (docs/performance.md). Engines that cannot send usage in every chunk get the
+		// client's body.
+		rn.shape.usageBody()
+	}
 	rn.clientDone = rn.p.R.Context().Done()
 	if rn.cost.waitCount = rn.countPromptTokens(); !rn.cost.waitCount {
 		rn.step(failover.Event{Kind: failover.EvStart})

@@ -75,7 +75,7 @@ func (j *Journal) mergeUpdate(m Mutation) bool {
 //go:noinline
 func (j *Journal) mergeIntoCreate(i int, u *UpdateRequest) {
 	c := j.pending[i].(CreateRequest)
-	applyUpdate(&c.Request, *u)
+	applyUpdate(&c.Request, u)
 	j.pending[i] = c
 }
 

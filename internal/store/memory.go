@@ -187,7 +187,7 @@ func (m *Memory) Apply(ctx context.Context, muts []Mutation) error {
 		case UpdateRequest:
 			if r, ok := m.requests[mu.ID]; ok {
 				prev := r.ResponseID
-				applyUpdate(r, mu)
+				applyUpdate(r, &mu)
 				if r.ResponseID != prev {
 					m.unindexResponseLocked(prev, r.ID)
 					m.indexResponseLocked(r.ResponseID, r.ID)

@@ -144,7 +144,7 @@ func ValidateMutation(m Mutation) error {
 
 // applyUpdate is the Go model of UpdateRequest, used by the memory store. The
 // SQL statements in sql_statements.go implement the same rules.
-func applyUpdate(r *Request, u UpdateRequest) {
+func applyUpdate(r *Request, u *UpdateRequest) {
 	if u.Owner != "" && r.Owner != u.Owner {
 		return
 	}

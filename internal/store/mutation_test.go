@@ -51,9 +51,10 @@ func TestMergeUpdatesEqualsSequentialApply(t *testing.T) {
 		}
 		a, b := genUpdate(t, "a."), genUpdate(t, "b.")
 		seq, merged := start.clone(), start.clone()
-		applyUpdate(seq, a)
-		applyUpdate(seq, b)
-		applyUpdate(merged, mergeUpdates(a, b))
+		applyUpdate(seq, &a)
+		applyUpdate(seq, &b)
+		m := mergeUpdates(a, b)
+		applyUpdate(merged, &m)
 		if !reflect.DeepEqual(seq, merged) {
 			t.Fatalf("sequential %+v\nmerged     %+v", seq, merged)
 		}
