@@ -69,30 +69,43 @@ func (a *Attempt) Replica() string { return a.replica }
 func (rn *Run) startAttempt(n int, now time.Time) {
 	rn.owner.check()
 	a := &Attempt{n: n, stop: make(chan struct{}), box: rn.inbox}
-	since := rn.p.Start
-	p, ok := rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Blocks: rn.p.Blocks, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts(),
-		Class: rn.p.Class, Since: since}, a)
-	if !ok {
-		var reason failover.EndReason
-		switch {
-		case p.Queued:
-			rn.startWaiting(a, n, p.Until, now)
-			return
-		case p.QueueFull:
-			reason = failover.NoReplicaQueueFull
-			rn.srv.Metrics().Shed(rn.rec.model)
-		case p.Shed:
-			// Also for a pinned request: its replica is there and busy, which is no reason
-			// to say the response it continues is gone.
-			reason = failover.NoReplicaOverloaded
-			rn.srv.Metrics().Shed(rn.rec.model)
-		case p.Pinned:
-			reason = failover.NoReplicaPinned
-		}
-		rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: reason})
-		return
+	var p Pick
+	if rn.acquire(a, &p, now) {
+		rn.dispatch(a, n, &p, now)
 	}
-	rn.dispatch(a, n, p, now)
+}
+
+// acquire asks the pool for a replica for attempt a, into p. When there is none it tells
+// the machine why, or makes the attempt wait in the pool's queue, and reports false. A
+// function of its own, as dispatch's halves are: its frame is off the stack when the
+// attempt is sent.
+//
+//go:noinline
+func (rn *Run) acquire(a *Attempt, p *Pick, now time.Time) bool {
+	var ok bool
+	*p, ok = rn.pool.Acquire(now, Want{Affinity: rn.p.Affinity, Blocks: rn.p.Blocks, Pinned: rn.p.Pinned, Attempts: rn.m.Attempts(),
+		Class: rn.p.Class, Since: rn.p.Start}, a)
+	if ok {
+		return true
+	}
+	var reason failover.EndReason
+	switch {
+	case p.Queued:
+		rn.startWaiting(a, a.n, p.Until, now)
+		return false
+	case p.QueueFull:
+		reason = failover.NoReplicaQueueFull
+		rn.srv.Metrics().Shed(rn.rec.model)
+	case p.Shed:
+		// Also for a pinned request: its replica is there and busy, which is no reason
+		// to say the response it continues is gone.
+		reason = failover.NoReplicaOverloaded
+		rn.srv.Metrics().Shed(rn.rec.model)
+	case p.Pinned:
+		reason = failover.NoReplicaPinned
+	}
+	rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: a.n, Reason: reason})
+	return false
 }
 
 // dispatch sends attempt n, a, to the replica p the pool gave it, and reports the choice
@@ -100,10 +113,11 @@ func (rn *Run) startAttempt(n int, now time.Time) {
 // never on the stack together: this path is the deepest a streaming request's goroutine
 // takes, and kept shallower its stack stays half the size for the whole stream
 // (docs/performance.md).
-func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
+func (rn *Run) dispatch(a *Attempt, n int, p *Pick, now time.Time) {
 	rn.owner.check()
 	if rn.recordAttempt(a, n, p, now) {
 		rn.sendAttempt(a, n, p, now)
+		rn.rec.update(&store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	}
 }
 
@@ -112,7 +126,7 @@ func (rn *Run) dispatch(a *Attempt, n int, p Pick, now time.Time) {
 // be sent (the journal could not take it: the request is aborted).
 //
 //go:noinline
-func (rn *Run) recordAttempt(a *Attempt, n int, p Pick, now time.Time) bool {
+func (rn *Run) recordAttempt(a *Attempt, n int, p *Pick, now time.Time) bool {
 	num := rn.p.AttemptBase + n
 	a.id, a.replica, a.url = store.AttemptID(rn.p.ID, num), p.Replica, p.URL
 	if a.agent = p.Agent; a.agent != nil {
@@ -155,7 +169,7 @@ func (rn *Run) writeAttempt(a *Attempt) bool {
 // context and its reader.
 //
 //go:noinline
-func (rn *Run) sendAttempt(a *Attempt, n int, p Pick, now time.Time) {
+func (rn *Run) sendAttempt(a *Attempt, n int, p *Pick, now time.Time) {
 	a.dec.Protocol = rn.shape.proto
 	body := clientBody(rn.p.Req.Body)
 	if rn.shape.wantUsage && p.UsagePerChunk {
@@ -166,7 +180,6 @@ func (rn *Run) sendAttempt(a *Attempt, n int, p Pick, now time.Time) {
 	a.ctx, a.cancel = context.WithCancel(rn.p.R.Context())
 	rn.atts.cur = a
 	rn.atts.all = append(rn.atts.all, a)
-	rn.rec.update(store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	rn.queue(failover.Event{Kind: failover.EvDispatched, Attempt: n, Replica: p.Replica, Fenceable: a.agent != nil})
 	rn.startReader(a, req)
 }

@@ -48,9 +48,9 @@ type End struct {
 }
 
 // update journals a change of the logical request, fenced by this gateway's ownership.
-func (rc *recorder) update(u store.UpdateRequest) {
+func (rc *recorder) update(u *store.UpdateRequest) {
 	u.ID, u.Owner = rc.id, rc.srv.ID()
-	rc.srv.Journal().Submit(u)
+	rc.srv.Journal().Submit(*u)
 }
 
 // keepalive counts the request as slow to its first token, once.
@@ -101,7 +101,7 @@ func (rn *Run) markFirstDelta(now time.Time) {
 			u.ResponseID, u.ResponseReplica = rn.shape.st.ResponseID, cur.replica
 		}
 	}
-	rn.rec.update(u)
+	rn.rec.update(&u)
 	if u.ResponseID != "" && rn.p.Req.Store {
 		// Durable before the client sees the id, or a client that continues at once
 		// could find the journal without it and be routed where the state is not.
@@ -150,7 +150,7 @@ func (rn *Run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	// Journaled before the final update, so a reader that sees the outcome sees the trace.
 	rn.journalTrace(o, &u, now)
 	rc.endRequestSpan(o.String(), rc.end.ErrCode, len(rn.atts.all), delivered, rn.m.Committed())
-	rc.update(u)
+	rc.update(&u)
 	if rn.p.Keyed {
 		// The outcome of a keyed request is durable before its client sees the end of the
 		// response, so that a retry with the same key finds it done and gets the replay.

@@ -80,7 +80,7 @@ func (rn *Run) endWait(why QueueEnd) {
 		rn.stopWaiting(now)
 		switch end {
 		case QueueGranted:
-			rn.dispatch(a, n, p, now)
+			rn.dispatch(a, n, &p, now)
 		case QueueShed:
 			rn.srv.Metrics().Shed(rn.rec.model)
 			rn.queue(failover.Event{Kind: failover.EvNoReplica, Attempt: n, Reason: failover.NoReplicaQueueFull})

@@ -93,12 +93,20 @@ func (j *Journal) mergeIntoUpdate(i int, u *UpdateRequest) {
 func (j *Journal) mergeAttemptUpsert(m Mutation) bool {
 	a := m.(UpsertAttempt)
 	if i, ok := j.attempts[a.Attempt.ID]; ok {
-		prev := j.pending[i].(UpsertAttempt)
-		j.pending[i] = UpsertAttempt{Attempt: mergeAttempt(prev.Attempt, a.Attempt)}
+		j.mergeIntoAttempt(i, &a)
 		return true
 	}
 	j.attempts[a.Attempt.ID] = len(j.pending)
 	return false
+}
+
+// mergeIntoAttempt merges a into the pending UpsertAttempt at i.
+//
+//go:noinline
+func (j *Journal) mergeIntoAttempt(i int, a *UpsertAttempt) {
+	prev := j.pending[i].(UpsertAttempt)
+	fillAttempt(&a.Attempt, &prev.Attempt)
+	j.pending[i] = *a
 }
 
 // noteTrace counts the AddTrace m against MaxPendingTraces, and reports false when it must

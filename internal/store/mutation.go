@@ -216,28 +216,33 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 // mergeAttempt returns the stored attempt after an upsert of next over
 // prev; it is also how the Journal coalesces two upserts of one attempt.
 func mergeAttempt(prev, next Attempt) Attempt {
-	m := next
-	if m.Replica == "" {
-		m.Replica = prev.Replica
+	fillAttempt(&next, &prev)
+	return next
+}
+
+// fillAttempt is mergeAttempt in place: next, the later record, takes from prev what it
+// does not say.
+func fillAttempt(next, prev *Attempt) {
+	if next.Replica == "" {
+		next.Replica = prev.Replica
 	}
-	m.LeaseEpoch = max(prev.LeaseEpoch, next.LeaseEpoch)
-	if m.StartedAt.IsZero() {
-		m.StartedAt = prev.StartedAt
+	next.LeaseEpoch = max(prev.LeaseEpoch, next.LeaseEpoch)
+	if next.StartedAt.IsZero() {
+		next.StartedAt = prev.StartedAt
 	}
-	if m.EndedAt.IsZero() {
-		m.EndedAt = prev.EndedAt
+	if next.EndedAt.IsZero() {
+		next.EndedAt = prev.EndedAt
 	}
-	if m.EndReason == "" {
-		m.EndReason = prev.EndReason
+	if next.EndReason == "" {
+		next.EndReason = prev.EndReason
 	}
-	if m.Failure == "" {
-		m.Failure = prev.Failure
+	if next.Failure == "" {
+		next.Failure = prev.Failure
 	}
-	if m.ModelRevision == "" {
-		m.ModelRevision = prev.ModelRevision
+	if next.ModelRevision == "" {
+		next.ModelRevision = prev.ModelRevision
 	}
-	m.CancelSent = prev.CancelSent || next.CancelSent
-	m.CancelAcked = prev.CancelAcked || next.CancelAcked
-	m.EngineMayHaveActed = prev.EngineMayHaveActed || next.EngineMayHaveActed
-	return m
+	next.CancelSent = prev.CancelSent || next.CancelSent
+	next.CancelAcked = prev.CancelAcked || next.CancelAcked
+	next.EngineMayHaveActed = prev.EngineMayHaveActed || next.EngineMayHaveActed
 }
