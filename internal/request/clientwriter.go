@@ -24,8 +24,11 @@ import (
 // when less than timeout is left. A stalled client is therefore detected between timeout
 // and 1.25 × timeout after its last accepted byte, never earlier.
 type clientWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// flushW flushes w: found once, where http.ResponseController walks w's Unwrap chain on
+	// every flush, once per batch of events (flusherOf).
+	flushW  func() error
 	timeout time.Duration
 	// deadline is the write deadline set on the connection (zero: none yet).
 	deadline time.Time
@@ -48,7 +51,7 @@ type clientWriter struct {
 }
 
 func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter {
-	return &clientWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	return &clientWriter{w: w, rc: http.NewResponseController(w), flushW: flusherOf(w), timeout: timeout}
 }
 
 // keep makes cw the writer of a keyed request: it keeps what the client received, up to
@@ -161,7 +164,7 @@ func (cw *clientWriter) flush() {
 			return
 		}
 	}
-	cw.fail(cw.rc.Flush())
+	cw.fail(cw.flushW())
 }
 
 // finish ends what the owner writes. With last, what is written is handed to the response
@@ -182,6 +185,23 @@ func (cw *clientWriter) finish(last bool) {
 		_, err := cw.w.Write(cw.held)
 		cw.held = cw.held[:0]
 		cw.fail(err)
+	}
+}
+
+// flusherOf returns what flushes w, found as http.ResponseController.Flush finds it: the
+// first writer in w's Unwrap chain with FlushError or Flush.
+func flusherOf(w http.ResponseWriter) func() error {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }:
+			return t.FlushError
+		case http.Flusher:
+			return func() error { t.Flush(); return nil }
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return func() error { return http.ErrNotSupported }
+		}
 	}
 }
 
