@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"time"
 
@@ -27,6 +28,9 @@ type Config struct {
 	Engine string
 	// Listen is the address to listen on; default "127.0.0.1:8101".
 	Listen string
+	// Listener, when set, is where the agent serves instead of Listen: a listener its
+	// caller opened (tests that watch what the agent writes). Close closes it.
+	Listener net.Listener
 	// Secret, when set, must be sent as X-Fencegate-Agent-Key on every request
 	// (data, passthrough and control; PathHealth excepted). When empty (and no
 	// SecretFile), control calls are accepted from loopback only and data requests
