@@ -4,46 +4,19 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
 )
 
-// countingListener counts the bytes the server writes to its connections.
-type countingListener struct {
-	net.Listener
-	written *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{c, l.written}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	written *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.written.Add(int64(n))
-	return n, err
-}
-
 // outcomeWatch is a store that notes how many bytes the gateway had written to its
 // clients' connections when a request's outcome became durable.
 type outcomeWatch struct {
 	store.Store
-	written *atomic.Int64
+	writes  *recordedWrites
 	durable chan int64
 }
 
@@ -52,7 +25,7 @@ func (s *outcomeWatch) Apply(ctx context.Context, muts []store.Mutation) error {
 	for _, m := range muts {
 		if u, ok := m.(store.UpdateRequest); ok && u.Outcome != "" && err == nil {
 			select {
-			case s.durable <- s.written.Load():
+			case s.durable <- s.writes.written.Load():
 			default:
 			}
 		}
@@ -66,11 +39,11 @@ func (s *outcomeWatch) Apply(ctx context.Context, muts []store.Mutation) error {
 // journaled, and a retry sent the instant the body is read is answered with the replay,
 // never 409 idempotency_key_in_use.
 func TestKeyedWholeAnswerDurableBeforeItsEnd(t *testing.T) {
-	var written atomic.Int64
-	st := &outcomeWatch{Store: store.NewMemory(), written: &written, durable: make(chan int64, 1)}
+	writes := &recordedWrites{}
+	st := &outcomeWatch{Store: store.NewMemory(), writes: writes, durable: make(chan int64, 1)}
 	e := newEnv(t, envOptions{replicas: 1, store: st, sim: func(_ int, c *sim.Config) { c.Task = sim.TaskEmbed }})
 	srv := httptest.NewUnstartedServer(e.gw.Handler())
-	srv.Listener = countingListener{srv.Listener, &written}
+	srv.Listener = recordingListener{srv.Listener, writes}
 	srv.Start()
 	t.Cleanup(srv.Close)
 

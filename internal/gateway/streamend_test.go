@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -73,45 +72,4 @@ func (c *wholeStreams) Read(p []byte) (int, error) {
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
 	return n, nil
-}
-
-// recordedWrites keeps every write the server made to its clients.
-type recordedWrites struct {
-	mu     sync.Mutex
-	writes [][]byte
-}
-
-func (r *recordedWrites) add(b []byte) {
-	r.mu.Lock()
-	r.writes = append(r.writes, bytes.Clone(b))
-	r.mu.Unlock()
-}
-
-func (r *recordedWrites) all() [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.writes
-}
-
-type recordingListener struct {
-	net.Listener
-	w *recordedWrites
-}
-
-func (l recordingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return recordingConn{c, l.w}, nil
-}
-
-type recordingConn struct {
-	net.Conn
-	w *recordedWrites
-}
-
-func (c recordingConn) Write(b []byte) (int, error) {
-	c.w.add(b)
-	return c.Conn.Write(b)
 }

@@ -150,12 +150,22 @@ func (cw *clientWriter) write(b []byte) {
 
 // flush sends what was written since the last flush; the owner calls it once per batch of
 // events, not per event, and after the step that wrote them.
-func (cw *clientWriter) flush() {
+func (cw *clientWriter) flush() { cw.send(true) }
+
+// finish ends what the owner writes. With last, what is written is handed to the response
+// writer but not flushed: the handler is about to return, and net/http then writes it
+// with the response's end (for a stream, the chunked body's last chunk) in one write.
+// Otherwise it flushes, as after any batch.
+func (cw *clientWriter) finish(last bool) { cw.send(!last) }
+
+// send passes what was written since the last send to the response writer (a keyed
+// request's held bytes) and, with flush, flushes it to the connection.
+func (cw *clientWriter) send(flush bool) {
 	if !cw.dirty || cw.err != nil {
 		return
 	}
 	cw.dirty = false
-	cw.arm()
+	cw.arm() // a flush's deadline, or that of the write at the handler's return
 	if len(cw.held) > 0 {
 		_, err := cw.w.Write(cw.held)
 		cw.held = cw.held[:0]
@@ -164,27 +174,8 @@ func (cw *clientWriter) flush() {
 			return
 		}
 	}
-	cw.fail(cw.flushW())
-}
-
-// finish ends what the owner writes. With last, what is written is handed to the response
-// writer but not flushed: the handler is about to return, and net/http then writes it
-// with the response's end (for a stream, the chunked body's last chunk) in one write.
-// Otherwise it flushes, as after any batch.
-func (cw *clientWriter) finish(last bool) {
-	if !last {
-		cw.flush()
-		return
-	}
-	if !cw.dirty || cw.err != nil {
-		return
-	}
-	cw.dirty = false
-	cw.arm() // the deadline of the write at the handler's return
-	if len(cw.held) > 0 {
-		_, err := cw.w.Write(cw.held)
-		cw.held = cw.held[:0]
-		cw.fail(err)
+	if flush {
+		cw.fail(cw.flushW())
 	}
 }
 
