@@ -15,9 +15,14 @@ type Limits struct {
 	MaxQueue   int
 	StaleAfter time.Duration
 	// AffinityBound: prefix affinity keeps a request on its preferred replica only while
-	// that replica's load is at most AffinityBound times the least load plus one (bounded
-	// load, so affinity never piles work on one replica). 0 disables affinity.
+	// that replica's load is at most AffinityBound times the least load plus one, or at
+	// most AffinitySlack more than the least load (bounded load, so affinity never piles
+	// work on one replica). AffinityBound 0 disables affinity.
 	AffinityBound float64
+	// AffinitySlack is the load, in requests, by which the preferred replica may exceed
+	// the least loaded whatever the ratio: a few more sequences in an engine's running
+	// batch cost it far less than prefilling a long prefix again elsewhere (0: none).
+	AffinitySlack int
 	// CacheAware: a prompt goes to the replica whose record (Replica.Prefix) holds the
 	// longest prefix of it, within AffinityBound, instead of to the one its first bytes
 	// hash to.
@@ -101,8 +106,9 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 	var best, affine *Replica
 	var affineWeight uint64
 	cached := p.Limits.CacheAware && len(blocks) > 0
-	affineMatch, tierSize := 0, 0
-	var tied []*Replica // the replicas holding affineMatch blocks
+	var held [8]holder
+	holders := held[:0] // under CacheAware: the tier's trusted replicas holding some of blocks
+	tierSize := 0
 	for _, r := range cands {
 		if r.Priority != tier {
 			continue
@@ -115,14 +121,10 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 			continue // its cache is not trusted (the canary): never preferred for what it holds
 		}
 		if cached {
-			if r.Prefix == nil {
-				continue
-			}
-			switch m := r.Prefix.Match(blocks); {
-			case m > affineMatch:
-				affineMatch, tied = m, append(tied[:0], r)
-			case m == affineMatch && m > 0:
-				tied = append(tied, r)
+			if r.Prefix != nil {
+				if m := r.Prefix.Match(blocks); m > 0 {
+					holders = append(holders, holder{r, m})
+				}
 			}
 			continue
 		}
@@ -132,14 +134,69 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 			}
 		}
 	}
-	if len(tied) > 0 {
-		affine = preferredHolder(tied, blocks[affineMatch-1], len(tied) == tierSize)
+	if cached {
+		return Choice{Replica: p.cachedPick(holders, blocks, best, tierSize)}
 	}
-	if affine != nil && p.Limits.AffinityBound > 0 &&
-		float64(affine.score()) <= p.Limits.AffinityBound*float64(best.score()+1) {
+	if affine != nil && p.withinBound(affine, best) {
 		return Choice{Replica: affine}
 	}
 	return Choice{Replica: best}
+}
+
+// holder is a replica and how many of a prompt's first blocks its record holds.
+type holder struct {
+	r     *Replica
+	match int
+}
+
+// withinBound reports whether r's load keeps it preferable to best, the least loaded:
+// at most AffinityBound times best's load plus one, or at most AffinitySlack more than
+// best's (never with AffinityBound 0).
+func (p *Pool) withinBound(r, best *Replica) bool {
+	l := p.Limits
+	return l.AffinityBound > 0 && (float64(r.score()) <= l.AffinityBound*float64(best.score()+1) ||
+		r.score()-best.score() <= l.AffinitySlack)
+}
+
+// cachedPick is PickPrompt's choice under CacheAware, among holders (the tier's replicas
+// holding some of blocks; tierSize replicas in all) and best, the tier's least loaded. The
+// replica holding the longest prefix (preferredHolder among equals), while within the load
+// bound; when it is not, the replica within the bound holding the next longest prefix
+// (the least loaded among equals), so that a prompt sent away from its longest match still
+// goes where most of it is cached — a new conversation to another replica holding its
+// system prompt — rather than to one that holds none of it; when none holding any of it is
+// within the bound, or none holds any, best.
+func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tierSize int) *Replica {
+	longest := 0
+	for _, h := range holders {
+		longest = max(longest, h.match)
+	}
+	if longest == 0 {
+		return best
+	}
+	var tied []*Replica
+	for _, h := range holders {
+		if h.match == longest {
+			tied = append(tied, h.r)
+		}
+	}
+	if pick := preferredHolder(tied, blocks[longest-1], len(tied) == tierSize); p.withinBound(pick, best) {
+		return pick
+	}
+	var next *holder
+	for i := range holders {
+		h := &holders[i]
+		if !p.withinBound(h.r, best) {
+			continue
+		}
+		if next == nil || h.match > next.match || (h.match == next.match && h.r.score() < next.r.score()) {
+			next = h
+		}
+	}
+	if next != nil {
+		return next.r
+	}
+	return best
 }
 
 // preferredHolder chooses among the replicas that hold the same longest prefix of a

@@ -198,6 +198,10 @@ type Affinity struct {
 	// LoadBound: the preferred replica is used while its load is at most LoadBound times
 	// the least loaded replica's (plus one). Default 1.5.
 	LoadBound float64 `yaml:"load_bound"`
+	// LoadSlack: the preferred replica is also used while its load exceeds the least
+	// loaded replica's by at most LoadSlack requests, whatever LoadBound says. Default 6;
+	// -1: none.
+	LoadSlack int `yaml:"load_slack"`
 	// Policy: cache_aware (default) sends a prompt to the replica the gateway sent the
 	// longest prefix of it to, within LoadBound, as far as that replica's KV cache holds;
 	// prefix_hash to the replica a hash of its first PrefixBytes bytes prefers.

@@ -29,6 +29,9 @@ policy:
 		c.Policy.FirstTokenTimeout.D() != DefaultFirstTokenTimeout || *c.Policy.RetryBudget.Ratio != 0.2 {
 		t.Fatalf("policy %+v", c.Policy)
 	}
+	if a := c.Models[0].Affinity; a.LoadBound != DefaultAffinityBound || a.LoadSlack != DefaultAffinitySlack || a.Policy != AffinityCacheAware {
+		t.Fatalf("affinity %+v", a)
+	}
 	r := c.Models[0].Replicas
 	if r[0].Name != "127.0.0.1:9001" || r[1].Priority != 1 || c.Limits.MaxBodyBytes != DefaultMaxBodyBytes {
 		t.Fatalf("replicas %+v limits %+v", r, c.Limits)
@@ -85,6 +88,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		base + "server:\n  body_read_timeout: slow\n":                                                                           "server.body_read_timeout",
 		base + "server:\n  max_connections: -5\n":                                                                               "server.max_connections",
 		base + "health:\n  eject_after: -2\n":                                                                                   "health.eject_after",
+		"models:\n  - name: m\n    replicas: [{url: 'http://a:1'}]\n    affinity: {load_slack: -2}\n":                           "models[0].affinity.load_slack",
 		base + "admin_listen: 0.0.0.0:9090\n":                                                                                   "admin_listen",
 		base + "admin_listen: nope\n":                                                                                           "admin_listen",
 		base + "listen: 127.0.0.1:9090\nadmin_listen: 127.0.0.1:9090\n":                                                         "admin_listen",

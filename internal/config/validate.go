@@ -41,6 +41,7 @@ const (
 	DefaultQueueMaxLen       = 1024
 	DefaultAffinityPrefix    = 512
 	DefaultAffinityBound     = 1.5
+	DefaultAffinitySlack     = 6
 	DefaultPrefillRate       = 10000.0
 	DefaultLeaseTTL          = 3 * time.Second
 	DefaultRenewEvery        = time.Second
@@ -254,6 +255,12 @@ func (m *Model) validate(field string) error {
 	}
 	if m.Affinity.LoadBound == 0 {
 		m.Affinity.LoadBound = DefaultAffinityBound
+	}
+	switch {
+	case m.Affinity.LoadSlack == 0:
+		m.Affinity.LoadSlack = DefaultAffinitySlack
+	case m.Affinity.LoadSlack < -1:
+		return fmt.Errorf("%s.affinity.load_slack: %d must be positive, or -1 for none", field, m.Affinity.LoadSlack)
 	}
 	switch m.Affinity.Policy {
 	case "":

@@ -106,7 +106,7 @@ func (p *pool) configure(m config.Model, c *config.Config) {
 	p.b.Cooldown = c.Health.DeadCooldown.D()
 	p.b.EjectAfter = max(c.Health.EjectAfter, 0)
 	p.b.Limits = balance.Limits{MaxOutstanding: m.MaxOutstanding, MaxQueue: max(m.MaxQueue, 0),
-		StaleAfter: 5 * c.Health.ScrapeEvery.D(), AffinityBound: m.Affinity.LoadBound}
+		StaleAfter: 5 * c.Health.ScrapeEvery.D(), AffinityBound: m.Affinity.LoadBound, AffinitySlack: max(m.Affinity.LoadSlack, 0)}
 	if m.Affinity.PrefixBytes < 0 {
 		p.b.Limits.AffinityBound = 0
 	}

@@ -1,0 +1,76 @@
+package balance
+
+import (
+	"testing"
+	"time"
+)
+
+// cachedPool is three replicas of one tier, each with a record, under CacheAware with the
+// given bound and slack.
+func cachedPool(bound float64, slack int) *Pool {
+	p := &Pool{Model: "m", Limits: Limits{AffinityBound: bound, AffinitySlack: slack, CacheAware: true}}
+	for _, n := range []string{"a", "b", "c"} {
+		p.Replicas = append(p.Replicas, &Replica{Name: n, Prefix: NewPrefixRecord(1000)})
+	}
+	return p
+}
+
+// The slack keeps a prompt where its prefix is while the replica has at most that many
+// requests more than the least loaded, whatever the ratio; beyond it, or without it, the
+// ratio alone decides.
+func TestAffinitySlackKeepsPromptWithItsPrefix(t *testing.T) {
+	now := time.Unix(1000, 0)
+	blocks := PrefixBlocks(0, prompt(12*PrefixBlockBytes, 4))
+	for _, c := range []struct {
+		slack, load int
+		want        string
+	}{
+		{slack: 8, load: 11, want: "b"}, // 11 − 3 = 8 more: within the slack (and beyond 1.5 × (3 + 1) = 6)
+		{slack: 8, load: 12, want: "a"}, // 9 more: beyond both
+		{slack: 0, load: 11, want: "a"}, // no slack: the ratio alone
+		{slack: 0, load: 6, want: "b"},  // within the ratio
+	} {
+		p := cachedPool(1.5, c.slack)
+		a, b, cc := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+		b.Prefix.Insert(blocks)
+		a.Outstanding, b.Outstanding, cc.Outstanding = 3, c.load, 5
+		if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != c.want {
+			t.Errorf("slack %d, b's load %d against the least 3: picked %s, want %s", c.slack, c.load, r.Name, c.want)
+		}
+	}
+	// Affinity off (bound 0): the slack does not bring it back.
+	p := cachedPool(0, 8)
+	p.Replicas[1].Prefix.Insert(blocks)
+	p.Replicas[1].Outstanding = 1
+	if r := p.PickPrompt(now, nil, 0, blocks).Replica; r.Name != "a" {
+		t.Errorf("with affinity off picked %s, want the least loaded a", r.Name)
+	}
+}
+
+// A prompt whose longest prefix is on a replica beyond the bound goes to the replica within
+// it that holds the next longest — a new turn of a conversation whose replica is busy goes
+// where its system prompt is — and to the least loaded only when no replica within the
+// bound holds any of it.
+func TestPromptBeyondTheBoundGoesToTheNextLongestPrefix(t *testing.T) {
+	now := time.Unix(1000, 0)
+	conv := PrefixBlocks(0, prompt(20*PrefixBlockBytes, 6))
+	p := cachedPool(1.5, 0)
+	a, b, c := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	a.Prefix.Insert(conv[:16]) // the conversation so far
+	b.Prefix.Insert(conv[:5])  // its system prompt
+	a.Outstanding, b.Outstanding, c.Outstanding = 9, 1, 0
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r.Name != "b" {
+		t.Fatalf("a beyond the bound (9 > 1.5 × 1): picked %s, want b (1 <= 1.5), which holds the next longest prefix", r.Name)
+	}
+	b.Outstanding = 4 // beyond the bound too: 4 > 1.5
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r.Name != "c" {
+		t.Fatalf("a and b beyond the bound: picked %s, want the least loaded c", r.Name)
+	}
+	// Two within the bound hold the next longest alike: the less loaded of them.
+	b.Outstanding = 1
+	c.Prefix.Insert(conv[:5])
+	c.Outstanding = 0
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r.Name != "c" {
+		t.Fatalf("b and c hold 5 blocks each: picked %s, want the less loaded c", r.Name)
+	}
+}
