@@ -104,15 +104,30 @@ func (t *Tracker) SetCacheTokens(n int64) { t.cacheTokens = n }
 func (t *Tracker) Precise() bool { return t.state == Live && t.learned }
 
 // Capacity is the record's capacity, in record blocks, for an engine cache of cacheTokens
-// tokens, when Precise: the cache's tokens at the learned bytes a token. ok is false
-// otherwise (the caller sizes the record as without events).
+// tokens, when Precise: the cache's tokens at the record's bytes a token (recordBytes). ok
+// is false otherwise (the caller sizes the record as without events).
 func (t *Tracker) Capacity(cacheTokens int64) (blocks int, ok bool) {
 	if !t.Precise() || cacheTokens <= 0 {
 		return 0, false
 	}
-	t.capacity = max(int(float64(cacheTokens)*t.bytesPerToken/float64(t.RecordBlockBytes)), 1)
+	t.capacity = max(int(float64(cacheTokens)*t.recordBytes()/float64(t.RecordBlockBytes)), 1)
 	return t.capacity, true
 }
+
+// ratioHeadroom is how much more the record holds than the engine's cache at the learned
+// ratio. The ratio is learned from what is new on both sides, and errs low: blocks the
+// engine evicted and stores again, where the record still holds them, count tokens for
+// which the gateway recorded no new bytes (and the smaller the record, the more often). A
+// record sized at the learned ratio itself found 0.50–0.80 of the multiturn workload's
+// prompts cached, against 0.83–0.85 at twice it (docs/performance.md). The engine's
+// removals are still evicted at the learned ratio (evictFor): they include blocks the
+// record never held (answers, other clients' prompts), and counted at twice they evicted
+// what the engine still held (0.63–0.69).
+const ratioHeadroom = 2
+
+// recordBytes is the record's bytes for a token of the engine's cache, when sizing it: the
+// learned ratio with its headroom.
+func (t *Tracker) recordBytes() float64 { return ratioHeadroom * t.bytesPerToken }
 
 // Effects is what a batch asks of the replica's record.
 type Effects struct {

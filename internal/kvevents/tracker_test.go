@@ -51,8 +51,9 @@ func TestTrackerSizesTheRecordOnceItLearnedTheRatio(t *testing.T) {
 		t.Fatal("a capacity before a ratio was learned")
 	}
 	tr = learned(t)
-	if n, ok := tr.Capacity(9600); !ok || n != 9600*8/256 {
-		t.Fatalf("capacity %d (%v), want %d", n, ok, 9600*8/256)
+	// 9,600 tokens at 8 bytes learned, counted with the headroom at 16: 600 blocks of 256.
+	if n, ok := tr.Capacity(9600); !ok || n != 9600*2*8/256 {
+		t.Fatalf("capacity %d (%v), want %d", n, ok, 9600*2*8/256)
 	}
 	if tr.Resident() != 128 {
 		t.Fatalf("resident %d, want 128", tr.Resident())
@@ -68,7 +69,8 @@ func TestTrackerSizesTheRecordOnceItLearnedTheRatio(t *testing.T) {
 func TestTrackerEvictsInStepWithoutCountingTwice(t *testing.T) {
 	tr := learned(t)
 	tr.Capacity(9600)
-	// 4 blocks of 16 tokens at 8 bytes a token: 512 bytes, 2 record blocks.
+	// 4 blocks of 16 tokens at the learned 8 bytes a token (removals are counted without
+	// the capacity's headroom): 512 bytes, 2 record blocks.
 	if fx := tr.Receive(1, removed(4), t0, false); fx.Evict != 2 {
 		t.Fatalf("evict %d, want 2", fx.Evict)
 	}
