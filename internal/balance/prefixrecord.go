@@ -151,8 +151,8 @@ func (r *PrefixRecord) Insert(blocks []uint64) (added, evicted int) {
 	return added, evicted
 }
 
-// EvictOldest forgets the n least recently used blocks (all when fewer are kept), as the
-// engine evicted that much of its cache, and returns how many it forgot.
+// EvictOldest forgets the n least recently used blocks (all when fewer are kept) and
+// returns how many it forgot.
 func (r *PrefixRecord) EvictOldest(n int) int {
 	done := 0
 	for ; done < n && r.head >= 0; done++ {

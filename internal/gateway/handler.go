@@ -112,7 +112,7 @@ func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep open
 	// affinityBytes, unless a reload raised them since l was read: that request goes
 	// without affinity.
 	params.Affinity = balance.AffinityKey(req.Prompt, p.affinityPrefix())
-	params.Blocks = promptBlocks(req.Endpoint, params.Members)
+	params.Blocks = promptBlocks(req.Endpoint, params.Members, p.promptBlockLimit())
 	rn = request.New(s.services, p.requests, params)
 	if !s.register(rn) {
 		// Drained between the check above and now: the claim (if any) stays with this

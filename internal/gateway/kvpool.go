@@ -165,9 +165,6 @@ func (p *pool) applyKV(r *balance.Replica, m *member, fx kvevents.Effects) *kvCh
 		if fx.Clear {
 			r.Prefix.Clear()
 		}
-		if fx.Evict > 0 {
-			r.Prefix.EvictOldest(fx.Evict)
-		}
 	}
 	p.sizeRecord(r, m)
 	if !fx.Changed {

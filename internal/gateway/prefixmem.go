@@ -145,14 +145,31 @@ var promptMembers = map[openai.Endpoint][]string{
 	openai.Responses:   {"tools", "instructions", "input"},
 }
 
-// maxPromptBlocks bounds the blocks hashed of one prompt: 16 MiB of JSON.
-const maxPromptBlocks = 16 << 20 / balance.PrefixBlockBytes
+// promptBlockLimit is how many of a prompt's blocks are worth hashing for this pool: none
+// unless it is cache-aware, else as many as its largest record holds — no record matches
+// more of one prompt than its capacity (Insert keeps a prompt's first Capacity blocks), so
+// the blocks past it would be hashed for nothing: most of a 32 MiB body's.
+func (p *pool) promptBlockLimit() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.b.Limits.CacheAware {
+		return 0
+	}
+	n := 0
+	for _, r := range p.b.Replicas {
+		if r.Prefix != nil {
+			n = max(n, r.Prefix.Capacity)
+		}
+	}
+	return n
+}
 
-// promptBlocks is the prompt's chained block hashes for the cache-aware policy, from the
-// client's bytes of the members that make it (nil: an endpoint without a prompt).
-func promptBlocks(ep openai.Endpoint, members openai.Members) []uint64 {
+// promptBlocks is the prompt's first limit chained block hashes for the cache-aware policy,
+// from the client's bytes of the members that make it (nil: an endpoint without a prompt,
+// or limit 0).
+func promptBlocks(ep openai.Endpoint, members openai.Members, limit int) []uint64 {
 	names := promptMembers[ep]
-	if len(names) == 0 {
+	if len(names) == 0 || limit <= 0 {
 		return nil
 	}
 	var parts [3][]byte
@@ -163,5 +180,5 @@ func promptBlocks(ep openai.Endpoint, members openai.Members) []uint64 {
 			n++
 		}
 	}
-	return balance.PrefixBlocks(maxPromptBlocks, parts[:n]...)
+	return balance.PrefixBlocks(limit, parts[:n]...)
 }

@@ -63,19 +63,15 @@ type Tracker struct {
 	// while subscribed).
 	joining bool
 
-	resident  int // GPU blocks stored and not removed since the last resync
-	blockSize int // tokens a block, as the engine's events say
+	resident int // GPU blocks stored and not removed since the last resync
 
 	bytesPerToken       float64
 	learned             bool
 	winBytes, winTokens int64
-	evictCarry          float64
-	evictedAhead        int64 // record blocks evicted for capacity that no engine removal has paid for yet
 	awaitingSince       time.Time
 	lost                bool  // events were lost: untrusted until a resync or washTokens reach the cache's size
 	washTokens          int64 // tokens stored since events were lost
 	cacheTokens         int64 // the engine's cache in tokens (num_gpu_blocks × block_size), 0: unknown
-	capacity            int   // the record's capacity Capacity last gave
 }
 
 // NewTracker returns a tracker waiting for its first batch (Degraded).
@@ -110,8 +106,7 @@ func (t *Tracker) Capacity(cacheTokens int64) (blocks int, ok bool) {
 	if !t.Precise() || cacheTokens <= 0 {
 		return 0, false
 	}
-	t.capacity = max(int(float64(cacheTokens)*t.recordBytes()/float64(t.RecordBlockBytes)), 1)
-	return t.capacity, true
+	return max(int(float64(cacheTokens)*t.recordBytes()/float64(t.RecordBlockBytes)), 1), true
 }
 
 // ratioHeadroom is how much more the record holds than the engine's cache at the learned
@@ -119,10 +114,7 @@ func (t *Tracker) Capacity(cacheTokens int64) (blocks int, ok bool) {
 // engine evicted and stores again, where the record still holds them, count tokens for
 // which the gateway recorded no new bytes (and the smaller the record, the more often). A
 // record sized at the learned ratio itself found 0.50–0.80 of the multiturn workload's
-// prompts cached, against 0.83–0.85 at twice it (docs/performance.md). The engine's
-// removals are still evicted at the learned ratio (evictFor): they include blocks the
-// record never held (answers, other clients' prompts), and counted at twice they evicted
-// what the engine still held (0.63–0.69).
+// prompts cached, against 0.81–0.85 at twice it (docs/performance.md).
 const ratioHeadroom = 2
 
 // recordBytes is the record's bytes for a token of the engine's cache, when sizing it: the
@@ -133,9 +125,6 @@ func (t *Tracker) recordBytes() float64 { return ratioHeadroom * t.bytesPerToken
 type Effects struct {
 	// Clear: the engine's cache was emptied (AllBlocksCleared, or a restarted engine).
 	Clear bool
-	// Evict is how many record blocks to evict, least recently used first, for the
-	// engine's removals (evict-in-step).
-	Evict int
 	// ReplayFrom >= 0: events are missing from this sequence number on; the batch was not
 	// applied: ask the replay socket for them, then pass the batch again with final set.
 	ReplayFrom int64
@@ -221,9 +210,6 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 		if e.Medium != "" && e.Medium != "GPU" {
 			continue // a connector's other tier (CPU, disk): not the cache a request hits first
 		}
-		if e.BlockSize > 0 {
-			t.blockSize = e.BlockSize
-		}
 		switch e.Kind {
 		case Stored:
 			t.resident += len(e.Hashes)
@@ -231,8 +217,13 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 			t.winTokens += n
 			t.washTokens += n
 		case Removed:
+			// Counted, not followed: the record cannot tell which of its blocks the engine
+			// removed, and removals are mostly of blocks it never held — answers, other
+			// clients' prompts, another placement's — so evicting as much of the record
+			// as the engine removed emptied it of what the engine still held (hit rate
+			// 0.55–0.77 after other traffic, against 0.82–0.85; docs/performance.md). The
+			// record ages by its own capacity, sized by the engine's cache.
 			t.resident = max(t.resident-len(e.Hashes), 0)
-			fx.Evict += t.evictFor(len(e.Hashes) * t.blockSize)
 		case Cleared:
 			fx.Clear = true
 			t.resync()
@@ -242,29 +233,22 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 	return fx
 }
 
-// evictFor is the record blocks that stand for tokens the engine removed, less those the
-// record already evicted for its capacity (so one eviction is never counted twice).
-func (t *Tracker) evictFor(tokens int) int {
-	if !t.Precise() || tokens <= 0 {
-		return 0
-	}
-	want := float64(tokens)*t.bytesPerToken/float64(t.RecordBlockBytes) + t.evictCarry
-	n := int64(want)
-	t.evictCarry = want - float64(n)
-	paid := min(n, t.evictedAhead)
-	t.evictedAhead -= paid
-	return int(n - paid)
-}
-
 // resync forgets the engine's cache: it was emptied.
 func (t *Tracker) resync() {
 	t.resident = 0
-	t.evictCarry, t.evictedAhead = 0, 0
 	t.lost = false // an emptied cache holds nothing that was missed
 }
 
 func (t *Tracker) learn() {
 	if t.winTokens < ratioWindowTokens {
+		return
+	}
+	if t.winBytes == 0 {
+		// The engine stored a window's worth of other clients' prompts while this gateway
+		// recorded nothing new: that says nothing of this gateway's bytes a token, and
+		// learned it would shrink the record towards nothing just before its own
+		// traffic comes back.
+		t.winTokens = 0
 		return
 	}
 	r := float64(t.winBytes) / float64(t.winTokens)
@@ -280,22 +264,15 @@ func (t *Tracker) learn() {
 func (t *Tracker) lose(why string) bool {
 	t.washTokens = 0
 	t.lost = true
-	t.evictCarry, t.evictedAhead = 0, 0
 	changed := t.state != Degraded || t.reason != why
 	t.state, t.reason = Degraded, why
 	return changed
 }
 
 // Recorded tells the tracker that the gateway recorded a prompt on the replica at now:
-// newBytes of it were new to the record (the engine will store their tokens), and
-// evicted record blocks made room for them.
-func (t *Tracker) Recorded(newBytes, evicted int, now time.Time) {
+// newBytes of it were new to the record (the engine will store their tokens).
+func (t *Tracker) Recorded(newBytes int, now time.Time) {
 	t.winBytes += int64(newBytes)
-	if t.Precise() {
-		// Bounded by the record's capacity: credit beyond it would hide the engine's
-		// removals of what the record holds now.
-		t.evictedAhead = min(t.evictedAhead+int64(evicted), int64(t.capacity))
-	}
 	if newBytes > 0 && t.awaitingSince.IsZero() {
 		t.awaitingSince = now
 	}

@@ -26,7 +26,7 @@ func learned(t *testing.T) *Tracker {
 	t.Helper()
 	tr := NewTracker(256, 10*time.Second)
 	tr.SetCacheTokens(9600)
-	tr.Recorded(2048*8, 0, t0)
+	tr.Recorded(2048*8, t0)
 	tr.Receive(0, stored(128, 16), t0, false)
 	if bpt, ok := tr.BytesPerToken(); !ok || bpt != 8 {
 		t.Fatalf("bytes a token %v (learned %v), want 8", bpt, ok)
@@ -42,7 +42,7 @@ func TestTrackerSizesTheRecordOnceItLearnedTheRatio(t *testing.T) {
 	if st, _ := tr.State(); st != Degraded {
 		t.Fatalf("before any batch: %s, want degraded", st)
 	}
-	tr.Recorded(1000, 0, t0)
+	tr.Recorded(1000, t0)
 	tr.Receive(0, stored(4, 16), t0, false)
 	if st, _ := tr.State(); st != Live {
 		t.Fatalf("after the first batch: %s, want live", st)
@@ -59,34 +59,30 @@ func TestTrackerSizesTheRecordOnceItLearnedTheRatio(t *testing.T) {
 		t.Fatalf("resident %d, want 128", tr.Resident())
 	}
 	// The next window folds in with weight 0.3: 0.3·2 + 0.7·8.
-	tr.Recorded(2048*2, 0, t0)
+	tr.Recorded(2048*2, t0)
 	tr.Receive(1, stored(128, 16), t0, false)
 	if bpt, _ := tr.BytesPerToken(); bpt < 6.19 || bpt > 6.21 {
 		t.Fatalf("bytes a token %v, want 6.2", bpt)
 	}
 }
 
-func TestTrackerEvictsInStepWithoutCountingTwice(t *testing.T) {
-	tr := learned(t)
-	tr.Capacity(9600)
-	// 4 blocks of 16 tokens at the learned 8 bytes a token (removals are counted without
-	// the capacity's headroom): 512 bytes, 2 record blocks.
-	if fx := tr.Receive(1, removed(4), t0, false); fx.Evict != 2 {
-		t.Fatalf("evict %d, want 2", fx.Evict)
+// The engine's removals are counted (its resident blocks), and change nothing else: the
+// record cannot tell which of its blocks they were, and ages by its own capacity.
+func TestTrackerCountsRemovalsAndLeavesTheRecordAlone(t *testing.T) {
+	tr := learned(t) // 128 blocks resident
+	before, _ := tr.Capacity(9600)
+	if fx := tr.Receive(1, removed(4), t0, false); fx.Clear || fx.Changed || fx.ReplayFrom >= 0 {
+		t.Fatalf("removals asked %+v of the record, want nothing", fx)
 	}
-	// The record evicted 3 blocks for capacity when it recorded a prompt: the engine's
-	// next removals of that much evict nothing more.
-	tr.Recorded(256, 3, t0)
-	if fx := tr.Receive(2, removed(4), t0, false); fx.Evict != 0 {
-		t.Fatalf("evict %d after 3 evicted ahead, want 0", fx.Evict)
-	}
-	if fx := tr.Receive(3, removed(4), t0, false); fx.Evict != 1 {
-		t.Fatalf("evict %d with 1 evicted ahead left, want 1", fx.Evict)
+	after, _ := tr.Capacity(9600)
+	if tr.Resident() != 124 || after != before {
+		t.Fatalf("resident %d, capacity %d → %d; want 124, unchanged", tr.Resident(), before, after)
 	}
 	// Another tier's removals are not the GPU cache's.
 	cpu := Batch{Events: []Event{{Kind: Removed, Hashes: make([]Hash, 4), Medium: "CPU"}}}
-	if fx := tr.Receive(4, cpu, t0, false); fx.Evict != 0 {
-		t.Fatalf("evict %d for CPU removals, want 0", fx.Evict)
+	tr.Receive(2, cpu, t0, false)
+	if tr.Resident() != 124 {
+		t.Fatalf("resident %d after CPU removals, want 124", tr.Resident())
 	}
 }
 
@@ -118,9 +114,7 @@ func TestTrackerAsksForAReplayAndDegradesWhenItCannotFillTheGap(t *testing.T) {
 	if _, ok := tr.Capacity(9600); ok {
 		t.Fatal("a precise capacity while degraded")
 	}
-	if fx := tr.Receive(10, removed(4), t0, false); fx.Evict != 0 {
-		t.Fatal("evicted in step while degraded")
-	}
+	tr.Receive(10, removed(4), t0, false)
 	// Live again once a whole cache's worth (9,600 tokens) was stored since, the batch
 	// after the gap included.
 	tr.Receive(11, stored(598, 16), t0, false)
@@ -172,12 +166,12 @@ func TestTrackerClearsOnAllBlocksClearedAndOnARestartedEngine(t *testing.T) {
 
 func TestTrackerDegradesWhenEventsAreLateAndRecoversWithTheNextBatch(t *testing.T) {
 	tr := learned(t)
-	tr.Recorded(0, 0, t0) // nothing new: the engine may store nothing
+	tr.Recorded(0, t0) // nothing new: the engine may store nothing
 	if tr.Check(t0.Add(time.Minute)) {
 		t.Fatal("late although no new block was sent")
 	}
-	tr.Recorded(512, 0, t0)
-	tr.Recorded(512, 0, t0.Add(5*time.Second))
+	tr.Recorded(512, t0)
+	tr.Recorded(512, t0.Add(5*time.Second))
 	if tr.Check(t0.Add(9 * time.Second)) {
 		t.Fatal("late before LateAfter")
 	}
@@ -219,5 +213,29 @@ func TestTrackerJoiningLateAsksForWhatCameBefore(t *testing.T) {
 	tr.Receive(9, stored(1, 16), t0, true)
 	if st, _ := tr.State(); st != Degraded {
 		t.Fatal("a gap after joining did not degrade")
+	}
+}
+
+// A window of tokens stored while this gateway recorded nothing new (other clients' prompts)
+// teaches nothing: before a ratio is learned it learns none, after it keeps the one it had.
+func TestTrackerLearnsNothingFromAWindowOfOthersTraffic(t *testing.T) {
+	tr := NewTracker(256, 10*time.Second)
+	tr.SetCacheTokens(9600)
+	tr.Receive(0, stored(128, 16), t0, false) // 2,048 tokens, no bytes recorded
+	if _, ok := tr.BytesPerToken(); ok {
+		t.Fatal("a ratio learned from a window with no bytes recorded")
+	}
+	if _, ok := tr.Capacity(9600); ok {
+		t.Fatal("the record sized by events with no ratio learned")
+	}
+	// The next window is this gateway's own: 8 bytes a token, not diluted by the one before.
+	tr.Recorded(2048*8, t0)
+	tr.Receive(1, stored(128, 16), t0, false)
+	if bpt, ok := tr.BytesPerToken(); !ok || bpt != 8 {
+		t.Fatalf("bytes a token %v (learned %v), want 8", bpt, ok)
+	}
+	tr.Receive(2, stored(128, 16), t0, false)
+	if bpt, _ := tr.BytesPerToken(); bpt != 8 {
+		t.Fatalf("bytes a token %v after a window of others' traffic, want 8 kept", bpt)
 	}
 }
