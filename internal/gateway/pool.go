@@ -238,7 +238,7 @@ func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (reque
 		}
 		return request.Pick{Shed: c.Shed, Pinned: w.Pinned != ""}, false
 	}
-	return p.take(c.Replica, a), true
+	return p.take(c.Replica, a, w.Blocks), true
 }
 
 // choose picks the replica for w, without taking it. Callers hold mu.
@@ -262,9 +262,21 @@ func (p *pool) choose(now time.Time, w request.Want) balance.Choice {
 	return p.b.PickPrompt(now, exclude, w.Affinity, w.Blocks)
 }
 
-// take counts attempt a on r and returns it as a request's pick. Callers hold mu.
-func (p *pool) take(r *balance.Replica, a *request.Attempt) request.Pick {
+// take counts attempt a on r and returns it as a request's pick; blocks are the prompt's
+// (balance.PrefixBlocks), which r will hold once it has prefilled them. They are recorded
+// here, under the same lock as the choice, not once the attempt is on its way: requests
+// that arrive together with a prompt new to the pool (an application's first
+// conversations) must see where the first of them went, or they spread it over every
+// replica. Callers hold mu.
+func (p *pool) take(r *balance.Replica, a *request.Attempt, blocks []uint64) request.Pick {
 	m := p.members[r.Name]
+	if p.b.Limits.CacheAware && r.Prefix != nil {
+		// The next turn of the conversation finds its history here.
+		added, _ := r.Prefix.Insert(blocks)
+		if m.kv != nil && p.srv != nil {
+			m.kv.tracker.Recorded(added*balance.PrefixBlockBytes, p.srv.now())
+		}
+	}
 	r.Outstanding++
 	r.PeakOutstanding = max(r.PeakOutstanding, r.Outstanding)
 	m.running[a] = struct{}{}
@@ -275,24 +287,6 @@ func (p *pool) take(r *balance.Replica, a *request.Attempt) request.Pick {
 		pk.Agent = m.link
 	}
 	return pk
-}
-
-// record notes on replica's record that it was sent a prompt of blocks
-// (balance.PrefixBlocks), which it will hold once it has prefilled them: the next turn of
-// the conversation finds its history there. The owner calls it once the attempt is on its
-// way (request.Pool.Record), not when take chose the replica, so that recording a long
-// prompt's blocks is not between the request and its first token.
-func (p *pool) record(replica string, blocks []uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r, m := p.b.Find(replica), p.members[replica]
-	if !p.b.Limits.CacheAware || r == nil || r.Prefix == nil || m == nil {
-		return
-	}
-	added, _ := r.Prefix.Insert(blocks)
-	if m.kv != nil && p.srv != nil {
-		m.kv.tracker.Recorded(added*balance.PrefixBlockBytes, p.srv.now())
-	}
 }
 
 // untake undoes take for an attempt that will never run. Callers hold mu.

@@ -136,7 +136,7 @@ func (p *pool) grantWaiting(now time.Time) {
 		}
 		wt := pq.byID[e.ID]
 		delete(pq.byID, wt.id)
-		wt.end, wt.pick = request.QueueGranted, p.take(chosen, wt.a)
+		wt.end, wt.pick = request.QueueGranted, p.take(chosen, wt.a, wt.want.Blocks)
 		p.observeWait(wt.prio, now.Sub(wt.since))
 		if !wt.a.QueueDecided() {
 			// Its request has ended: nothing will take the slot.

@@ -43,8 +43,6 @@ func (rp requestPool) RefusedCredentials(replica string, status int) {
 func (rp requestPool) TryRerun(now time.Time) bool  { return rp.p.tryRerun(now) }
 func (rp requestPool) RetryAfter(now time.Time) int { return rp.p.retryAfter(now) }
 
-func (rp requestPool) Record(replica string, blocks []uint64) { rp.p.record(replica, blocks) }
-
 func (rp requestPool) NotePrefix(key uint64, replica string, now time.Time) {
 	rp.p.notePrefix(key, replica, now)
 }

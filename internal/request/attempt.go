@@ -117,11 +117,6 @@ func (rn *Run) dispatch(a *Attempt, n int, p *Pick, now time.Time) {
 	rn.owner.check()
 	if rn.recordAttempt(a, n, p, now) {
 		rn.sendAttempt(a, n, p, now)
-		if len(rn.p.Blocks) > 0 {
-			// While the reader writes the request: a long prompt's blocks are recorded
-			// off the way to its first token.
-			rn.pool.Record(p.Replica, rn.p.Blocks)
-		}
 		rn.rec.update(&store.UpdateRequest{At: now, Phase: store.PhaseRouting})
 	}
 }

@@ -100,9 +100,6 @@ type Pool interface {
 	TryRerun(now time.Time) bool
 	// RetryAfter is the Retry-After, in seconds, of a request no replica could take.
 	RetryAfter(now time.Time) int
-	// Record notes that replica was sent a prompt cut into blocks (Want.Blocks), for the
-	// cache-aware policy; called once the attempt is on its way.
-	Record(replica string, blocks []uint64)
 	// NotePrefix records that replica prefilled the prompt prefix of key.
 	NotePrefix(key uint64, replica string, now time.Time)
 	// CachedPrefix is the prompt prefix, in bytes, that a replica none of the request's
