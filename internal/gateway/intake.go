@@ -81,6 +81,9 @@ func readRequest(w http.ResponseWriter, r *http.Request, cfg *config.Config, ep 
 		if deadlineSet {
 			rc.SetReadDeadline(time.Time{})
 		}
+		// Read whole: closed, the body tells net/http so, which otherwise reads it again to
+		// its end (an io.CopyN into io.Discard) when the response's head is written.
+		r.Body.Close()
 		if refused != nil {
 			refused.RequestID = id
 			writeError(w, r, refused)
