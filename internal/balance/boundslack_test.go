@@ -16,18 +16,20 @@ func cachedPool(bound float64, slack int) *Pool {
 }
 
 // The slack keeps a prompt where its prefix is while the replica has at most that many
-// requests more than the least loaded, whatever the ratio; beyond it, or without it, the
-// ratio alone decides.
+// requests more than the least loaded, whatever the ratio, and one more for every
+// exclusiveBlocksPerRequest blocks of the prompt no other replica holds; beyond it, or
+// without it, the ratio alone decides.
 func TestAffinitySlackKeepsPromptWithItsPrefix(t *testing.T) {
 	now := time.Unix(1000, 0)
-	blocks := PrefixBlocks(0, prompt(12*PrefixBlockBytes, 4))
+	blocks := PrefixBlocks(0, prompt(20*PrefixBlockBytes, 4))
 	for _, c := range []struct {
 		slack, load int
 		want        string
 	}{
-		{slack: 8, load: 11, want: "b"}, // 11 − 3 = 8 more: within the slack (and beyond 1.5 × (3 + 1) = 6)
-		{slack: 8, load: 12, want: "a"}, // 9 more: beyond both
-		{slack: 0, load: 11, want: "a"}, // no slack: the ratio alone
+		// b alone holds the prompt's 20 blocks: one request more of slack (20 / 16).
+		{slack: 8, load: 12, want: "b"}, // 12 − 3 = 9 more: within 8 + 1 (and beyond 1.5 × (3 + 1) = 6)
+		{slack: 8, load: 13, want: "a"}, // 10 more: beyond both
+		{slack: 0, load: 12, want: "a"}, // no slack: the ratio alone, whatever b holds
 		{slack: 0, load: 6, want: "b"},  // within the ratio
 	} {
 		p := cachedPool(1.5, c.slack)
@@ -72,5 +74,30 @@ func TestPromptBeyondTheBoundGoesToTheNextLongestPrefix(t *testing.T) {
 	c.Outstanding = 0
 	if r := p.PickPrompt(now, nil, 0, conv).Replica; r.Name != "c" {
 		t.Fatalf("b and c hold 5 blocks each: picked %s, want the less loaded c", r.Name)
+	}
+}
+
+// What only the preferred replica holds of a prompt grows its slack; a prefix another
+// replica holds too does not: the prompt moves there for nothing.
+func TestSlackGrowsWithWhatOnlyThePreferredReplicaHolds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	conv := PrefixBlocks(0, prompt(80*PrefixBlockBytes, 8)) // a system prompt of 64 blocks, then history
+	p := cachedPool(1.5, 2)
+	a, b, c := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	a.Prefix.Insert(conv) // the conversation so far: 80 blocks, 5 requests' worth, a alone
+	a.Outstanding, b.Outstanding, c.Outstanding = 9, 2, 2
+	// 9 − 2 = 7 more: beyond the slack of 2, within 2 + 80 / 16.
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r != a {
+		t.Fatalf("picked %s, want a, which alone holds the conversation", r.Name)
+	}
+	// b holds the system prompt too: a's own is the history, 16 blocks, one request.
+	b.Prefix.Insert(conv[:64])
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r != b {
+		t.Fatalf("picked %s, want b: a's extra is its 16 blocks of history (7 > 2 + 1), b holds the rest", r.Name)
+	}
+	// A prompt both hold whole: no extra for either; the one beyond the slack gives way.
+	shared := PrefixBlocks(0, prompt(64*PrefixBlockBytes, 8))
+	if r := p.PickPrompt(now, nil, 0, shared).Replica; r == a {
+		t.Fatalf("a prompt b holds as well as a went to a, 7 beyond the least loaded")
 	}
 }

@@ -158,11 +158,32 @@ func (p *Pool) withinBound(r, best *Replica) bool {
 		r.score()-best.score() <= l.AffinitySlack)
 }
 
+// exclusiveBlocksPerRequest is how much of a prompt only the preferred replica holds (in
+// blocks of PrefixBlockBytes: 4 KiB of JSON, some 800 tokens) that earns it one more
+// request of AffinitySlack: sending the prompt elsewhere would prefill that much again,
+// and cache it twice. A prefix others hold as well earns nothing: moving the prompt to one
+// of them loses nothing. Chosen on the multiturn workload with eight system prompts
+// (docs/performance.md): the load a conversation's turns may add before they move grows
+// with what they would leave behind, and a system prompt one replica alone holds (8 KiB)
+// is two requests' worth, so it is not copied to another replica for a moment's
+// imbalance. At 8 blocks the hit rate held in every run and the balance did not (the
+// busiest replica up to 1.5 times the mean).
+const exclusiveBlocksPerRequest = 16
+
+// withinSlack reports whether r, holding extra requests' worth of a prompt no other replica
+// holds (exclusiveBlocksPerRequest), is within AffinitySlack plus extra of best's load.
+// Never when there is no slack (AffinitySlack 0) or no affinity (AffinityBound 0).
+func (p *Pool) withinSlack(r, best *Replica, extra int) bool {
+	l := p.Limits
+	return l.AffinityBound > 0 && l.AffinitySlack > 0 && r.score()-best.score() <= l.AffinitySlack+extra
+}
+
 // cachedPick is PickPrompt's choice under CacheAware, among holders (the tier's replicas
 // holding some of blocks; tierSize replicas in all) and best, the tier's least loaded. The
 // replica holding the longest prefix (preferredHolder among equals), while within the load
-// bound; when it is not, the replica within the bound holding the next longest prefix
-// (the least loaded among equals), so that a prompt sent away from its longest match still
+// bound, or within the slack grown by what of the prompt it alone holds (withinSlack); when
+// it is not, the replica within the bound holding the next longest prefix (the least
+// loaded among equals), so that a prompt sent away from its longest match still
 // goes where most of it is cached — a new conversation to another replica holding its
 // system prompt — rather than to one that holds none of it; when none holding any of it is
 // within the bound, or none holds any, best.
@@ -180,7 +201,14 @@ func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tier
 			tied = append(tied, h.r)
 		}
 	}
-	if pick := preferredHolder(tied, blocks[longest-1], len(tied) == tierSize); p.withinBound(pick, best) {
+	pick := preferredHolder(tied, blocks[longest-1], len(tied) == tierSize)
+	second := 0 // the longest prefix any other replica holds
+	for _, h := range holders {
+		if h.r != pick {
+			second = max(second, h.match)
+		}
+	}
+	if p.withinBound(pick, best) || p.withinSlack(pick, best, (longest-second)/exclusiveBlocksPerRequest) {
 		return pick
 	}
 	var next *holder
