@@ -137,7 +137,7 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 	if cached {
 		return Choice{Replica: p.cachedPick(holders, blocks, best, tierSize)}
 	}
-	if affine != nil && p.withinBound(affine, best) {
+	if affine != nil && p.withinBound(affine, best, 0) {
 		return Choice{Replica: affine}
 	}
 	return Choice{Replica: best}
@@ -151,11 +151,18 @@ type holder struct {
 
 // withinBound reports whether r's load keeps it preferable to best, the least loaded:
 // at most AffinityBound times best's load plus one, or at most AffinitySlack more than
-// best's (never with AffinityBound 0).
-func (p *Pool) withinBound(r, best *Replica) bool {
+// best's — plus extra requests for what of a prompt r alone holds
+// (exclusiveBlocksPerRequest), when there is a slack at all. Never with AffinityBound 0.
+func (p *Pool) withinBound(r, best *Replica, extra int) bool {
 	l := p.Limits
-	return l.AffinityBound > 0 && (float64(r.score()) <= l.AffinityBound*float64(best.score()+1) ||
-		r.score()-best.score() <= l.AffinitySlack)
+	if l.AffinityBound <= 0 {
+		return false
+	}
+	slack := l.AffinitySlack
+	if slack > 0 {
+		slack += extra
+	}
+	return float64(r.score()) <= l.AffinityBound*float64(best.score()+1) || r.score()-best.score() <= slack
 }
 
 // exclusiveBlocksPerRequest is how much of a prompt only the preferred replica holds (in
@@ -170,18 +177,10 @@ func (p *Pool) withinBound(r, best *Replica) bool {
 // busiest replica up to 1.5 times the mean).
 const exclusiveBlocksPerRequest = 16
 
-// withinSlack reports whether r, holding extra requests' worth of a prompt no other replica
-// holds (exclusiveBlocksPerRequest), is within AffinitySlack plus extra of best's load.
-// Never when there is no slack (AffinitySlack 0) or no affinity (AffinityBound 0).
-func (p *Pool) withinSlack(r, best *Replica, extra int) bool {
-	l := p.Limits
-	return l.AffinityBound > 0 && l.AffinitySlack > 0 && r.score()-best.score() <= l.AffinitySlack+extra
-}
-
 // cachedPick is PickPrompt's choice under CacheAware, among holders (the tier's replicas
 // holding some of blocks; tierSize replicas in all) and best, the tier's least loaded. The
 // replica holding the longest prefix (preferredHolder among equals), while within the load
-// bound, or within the slack grown by what of the prompt it alone holds (withinSlack); when
+// bound, its slack grown by what of the prompt it alone holds (withinBound); when
 // it is not, the replica within the bound holding the next longest prefix (the least
 // loaded among equals), so that a prompt sent away from its longest match still
 // goes where most of it is cached — a new conversation to another replica holding its
@@ -195,7 +194,8 @@ func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tier
 	if longest == 0 {
 		return best
 	}
-	var tied []*Replica
+	var tiedBuf [8]*Replica
+	tied := tiedBuf[:0]
 	for _, h := range holders {
 		if h.match == longest {
 			tied = append(tied, h.r)
@@ -208,13 +208,13 @@ func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tier
 			second = max(second, h.match)
 		}
 	}
-	if p.withinBound(pick, best) || p.withinSlack(pick, best, (longest-second)/exclusiveBlocksPerRequest) {
+	if p.withinBound(pick, best, (longest-second)/exclusiveBlocksPerRequest) {
 		return pick
 	}
 	var next *holder
 	for i := range holders {
 		h := &holders[i]
-		if !p.withinBound(h.r, best) {
+		if !p.withinBound(h.r, best, 0) {
 			continue
 		}
 		if next == nil || h.match > next.match || (h.match == next.match && h.r.score() < next.r.score()) {
