@@ -57,6 +57,21 @@ type Pool struct {
 	// (0 or less: never).
 	EjectAfter int
 	Limits     Limits
+
+	// scratch is PickPrompt's working room, reused from pick to pick: a pick runs on the
+	// request's goroutine under the caller's lock, at the deepest point of a streaming
+	// request's stack, where arrays in its frame would double the stack every open
+	// stream keeps (docs/performance.md, "Memory per idle stream"); a slice made anew
+	// would be an allocation per pick.
+	scratch pickScratch
+}
+
+// pickScratch holds what PickPrompt collects: the available replicas, and under
+// CacheAware the ones holding some of the prompt and those tied at its longest prefix.
+type pickScratch struct {
+	cands   []*Replica
+	holders []holder
+	tied    []*Replica
 }
 
 // Choice is the answer of Pick.
@@ -83,7 +98,8 @@ func (p *Pool) Pick(now time.Time, exclude func(*Replica) bool, affinityKey uint
 // loaded. The blocks are not recorded here: the caller records them on the replica it
 // sends the prompt to.
 func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKey uint64, blocks []uint64) Choice {
-	var cands []*Replica
+	sc := &p.scratch
+	sc.reset()
 	shed := false
 	for _, r := range p.Replicas {
 		if exclude != nil && exclude(r) {
@@ -91,11 +107,12 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 		}
 		switch r.StateAt(now, p.Limits) {
 		case Healthy:
-			cands = append(cands, r)
+			sc.cands = append(sc.cands, r)
 		case Overloaded:
 			shed = true
 		}
 	}
+	cands := sc.cands
 	if len(cands) == 0 {
 		return Choice{Shed: shed}
 	}
@@ -106,8 +123,6 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 	var best, affine *Replica
 	var affineWeight uint64
 	cached := p.Limits.CacheAware && len(blocks) > 0
-	var held [8]holder
-	holders := held[:0] // under CacheAware: the tier's trusted replicas holding some of blocks
 	tierSize := 0
 	for _, r := range cands {
 		if r.Priority != tier {
@@ -123,7 +138,7 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 		if cached {
 			if r.Prefix != nil {
 				if m := r.Prefix.Match(blocks); m > 0 {
-					holders = append(holders, holder{r, m})
+					sc.holders = append(sc.holders, holder{r, m})
 				}
 			}
 			continue
@@ -135,7 +150,7 @@ func (p *Pool) PickPrompt(now time.Time, exclude func(*Replica) bool, affinityKe
 		}
 	}
 	if cached {
-		return Choice{Replica: p.cachedPick(holders, blocks, best, tierSize)}
+		return Choice{Replica: p.cachedPick(sc.holders, blocks, best, tierSize)}
 	}
 	if affine != nil && p.withinBound(affine, best, 0) {
 		return Choice{Replica: affine}
@@ -194,13 +209,13 @@ func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tier
 	if longest == 0 {
 		return best
 	}
-	var tiedBuf [8]*Replica
-	tied := tiedBuf[:0]
+	sc := &p.scratch
 	for _, h := range holders {
 		if h.match == longest {
-			tied = append(tied, h.r)
+			sc.tied = append(sc.tied, h.r)
 		}
 	}
+	tied := sc.tied
 	pick := preferredHolder(tied, blocks[longest-1], len(tied) == tierSize)
 	second := 0 // the longest prefix any other replica holds
 	for _, h := range holders {
@@ -360,4 +375,13 @@ func (p *Pool) Remove(name string) bool {
 		}
 	}
 	return false
+}
+
+// reset empties the scratch for a pick, its elements zeroed: a replica the pool has let
+// go of is held until the next pick, no longer.
+func (sc *pickScratch) reset() {
+	clear(sc.cands)
+	clear(sc.holders)
+	clear(sc.tied)
+	sc.cands, sc.holders, sc.tied = sc.cands[:0], sc.holders[:0], sc.tied[:0]
 }

@@ -228,7 +228,7 @@ func (p *pool) links() []*agentLink {
 // to a replica the request has not tried, with the fingerprint of its first attempt that
 // reached a replica (unless allowed otherwise). When every replica is at its capacity, a
 // waits in the pool's queue if the pool has one (queue.go).
-func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
+func (p *pool) acquire(now time.Time, w *request.Want, a *request.Attempt) (request.Pick, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.choose(now, w)
@@ -242,7 +242,7 @@ func (p *pool) acquire(now time.Time, w request.Want, a *request.Attempt) (reque
 }
 
 // choose picks the replica for w, without taking it. Callers hold mu.
-func (p *pool) choose(now time.Time, w request.Want) balance.Choice {
+func (p *pool) choose(now time.Time, w *request.Want) balance.Choice {
 	// A rerun stays within the fingerprint of the first attempt that reached a replica
 	// (one that never did ran nothing there).
 	var first *balance.Replica

@@ -61,7 +61,7 @@ func (p *pool) knowsCapacity() bool {
 
 // enqueue makes attempt a wait for a slot, shedding a waiter when the queue is full, and
 // answers Acquire. Callers hold mu.
-func (p *pool) enqueue(now time.Time, w request.Want, a *request.Attempt) request.Pick {
+func (p *pool) enqueue(now time.Time, w *request.Want, a *request.Attempt) request.Pick {
 	pq := &p.queue
 	p.expireWaiters(now)
 	pq.lastID++
@@ -77,7 +77,7 @@ func (p *pool) enqueue(now time.Time, w request.Want, a *request.Attempt) reques
 		p.countQueue(w.Class.Priority, queueShed)
 		return request.Pick{Shed: true, QueueFull: true}
 	}
-	wt := &waiter{a: a, id: e.ID, want: w, prio: e.Priority, since: now}
+	wt := &waiter{a: a, id: e.ID, want: *w, prio: e.Priority, since: now}
 	wt.want.Attempts = slices.Clone(w.Attempts) // the machine's slice is read after Acquire
 	pq.waiters[a], pq.byID[e.ID] = wt, wt
 	pq.prios[e.Priority] = true
@@ -128,7 +128,7 @@ func (p *pool) grantWaiting(now time.Time) {
 		var chosen *balance.Replica
 		e, ok := pq.q.Next(now, func(e queue.Entry) bool {
 			wt := pq.byID[e.ID]
-			chosen = p.choose(now, wt.want).Replica
+			chosen = p.choose(now, &wt.want).Replica
 			return chosen != nil
 		})
 		if !ok {

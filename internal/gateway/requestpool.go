@@ -15,7 +15,7 @@ type requestPool struct {
 }
 
 func (rp requestPool) Acquire(now time.Time, w request.Want, a *request.Attempt) (request.Pick, bool) {
-	return rp.p.acquire(now, w, a)
+	return rp.p.acquire(now, &w, a)
 }
 
 func (rp requestPool) Unqueue(a *request.Attempt, now time.Time, why request.QueueEnd) (request.Pick, request.QueueEnd) {
