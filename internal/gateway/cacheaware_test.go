@@ -90,9 +90,10 @@ func TestCacheAwareKeepsConversationOnItsReplica(t *testing.T) {
 }
 
 // A rerun goes to the healthy replica holding the longest prefix of the prompt, not to an
-// idle one that holds none: sim-1 and sim-3 were both sent the conversation's first turn,
-// sim-2 never; the second turn starts on sim-1, which resets before any output, and is
-// rerun on sim-3, where its history is cached, although sim-2 comes first among the idle.
+// idle one that holds none: sim-1 was sent the conversation's first turn, sim-3 another
+// conversation with the same system prompt, sim-2 nothing; the second turn starts on
+// sim-1, where the longest prefix is, which resets before any output, and is rerun on
+// sim-3, where the system prompt is cached, although sim-2 comes first among the idle.
 func TestRerunGoesToLongestCachedPrefix(t *testing.T) {
 	e := newEnv(t, envOptions{replicas: 3})
 	conv := newConversation(longSystem)
@@ -100,15 +101,13 @@ func TestRerunGoesToLongestCachedPrefix(t *testing.T) {
 	if i, _ := servedBy(t, e, first.requestID); i != 0 {
 		t.Fatalf("the first turn went to sim-%d, want sim-1 (all idle, none holds anything)", i+1)
 	}
-	// The same turn once more, with sim-1 and sim-2 draining: sim-3 holds it too.
+	// Another conversation with sim-1 and sim-2 draining: sim-3 holds the system prompt.
 	setReplicaState(t, e, "sim-1", "draining")
 	setReplicaState(t, e, "sim-2", "draining")
-	p := chatParams("", 8)
-	p.Messages = conv.msgs[:2]
-	if r := e.stream(testCtx(t), p); r.err != nil {
-		t.Fatal(r.err)
-	} else if i, _ := servedBy(t, e, r.requestID); i != 2 {
-		t.Fatalf("with sim-1 and sim-2 draining the turn went to sim-%d", i+1)
+	other := newConversation(longSystem)
+	r := other.turn(t, e, "Who kept the lamp? "+strings.Repeat("Name the keepers. ", 20))
+	if i, _ := servedBy(t, e, r.requestID); i != 2 {
+		t.Fatalf("with sim-1 and sim-2 draining the other conversation went to sim-%d", i+1)
 	}
 	setReplicaState(t, e, "sim-1", "active")
 	setReplicaState(t, e, "sim-2", "active")
