@@ -37,7 +37,14 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 // Messages, Responses, embeddings): it validates the request, registers it in the journal (claiming its
 // Idempotency-Key, if any), then owns it until its last byte (request.Run.Serve).
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) {
-	rn, ticket, ok := s.startCompletion(w, r, ep)
+	l := s.current() // the request keeps this configuration to its end, whatever a reload does
+	// The body is read and parsed here, not under startCompletion's frame: the parse is
+	// the deepest path of a request's intake (docs/performance.md, "Memory per idle stream").
+	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
+	if !ok {
+		return
+	}
+	rn, ticket, ok := s.startCompletion(w, r, ep, l, req, members)
 	delivered := 0
 	// The key's slot is freed and its output tokens counted when the request ends,
 	// however it ends (a replay, a refusal, or the run's last byte).
@@ -51,21 +58,17 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 	noteEnd(r, end)
 }
 
-// startCompletion does what serveCompletion does before the request is served: it
-// answers the request itself (ok false) when it is refused, or returns its run, registered,
-// and the key's ticket (nil when the key has no limits; set whenever it was taken, so
-// that the caller gives it back). It is a function of its own so that its frame, the
+// startCompletion does what serveCompletion does before the request is served, once its
+// body is read (req, members) under the configuration l: it answers the request itself
+// (ok false) when it is refused, or returns its run, registered, and the key's ticket
+// (nil when the key has no limits; set whenever it was taken, so that the caller gives it
+// back). It is a function of its own so that its frame, the
 // request's parameters and journal row, is gone before the run is served: a streaming
 // request's goroutine then keeps a smaller stack for the whole stream (docs/performance.md).
 //
 //go:noinline
-func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint) (rn *request.Run, ticket *limits.Ticket, ok bool) {
+func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint, l *live, req *openai.Request, members openai.Members) (rn *request.Run, ticket *limits.Ticket, ok bool) {
 	id := requestID(r)
-	l := s.current() // the request keeps this configuration to its end, whatever a reload does
-	req, members, ok := readRequest(w, r, l.cfg, ep, l.promptPrefix)
-	if !ok {
-		return nil, nil, false
-	}
 	body := req.Body
 	k, _ := identity(r)
 	p := l.pools[req.Model]

@@ -356,14 +356,8 @@ func (rn *Run) perform(a failover.Action, now time.Time) {
 	case failover.ActKeepalive:
 		rn.rec.keepalive()
 		rn.cw.write(sse.KeepaliveEvent)
-	case failover.ActTryRerun:
-		// The pool's budget is shared by its requests: the machine asks, the pool answers,
-		// and the answer is stepped before anything else (docs/design.md §3).
-		rn.queue(failover.Event{Kind: failover.EvRerunBudget, Attempt: a.Attempt, Granted: rn.pool.TryRerun(now)})
-	case failover.ActRecordBoundary:
-		// The machine parked the event that crosses the boundary; it is delivered when
-		// the answer below is stepped, which must come before any other event.
-		rn.queue(rn.recordBoundary(now))
+	case failover.ActTryRerun, failover.ActRecordBoundary:
+		rn.answer(a, now)
 	case failover.ActMarkFirstDelta:
 		rn.markFirstDelta(now)
 	case failover.ActHold:
@@ -385,12 +379,35 @@ func (rn *Run) perform(a failover.Action, now time.Time) {
 		}
 		rn.finish(a.Outcome, nil, now)
 	case failover.ActFail:
-		if a.Err.RetryAfter == 0 && (a.Err.Status == http.StatusTooManyRequests || a.Err.Status == http.StatusServiceUnavailable) {
-			a.Err.RetryAfter = rn.pool.RetryAfter(now)
-		}
-		rn.cw.writeError(rn.shape.proto, a.Err, a.AsEvent, rn.shape.st)
-		rn.finish(a.Outcome, a.Err, now)
+		rn.fail(&a, now)
 	}
+}
+
+// answer queues the answer to the machine's question a, which is stepped before any other
+// event: whether the pool's rerun budget grants a rerun (shared by the pool's requests,
+// docs/design.md §3), or the delivery boundary's record, once the event that crosses it
+// is parked. perform's rarer cases are functions of their own, kept out of its frame:
+// it is on the deepest paths a stream takes (docs/performance.md, "Memory per idle
+// stream").
+//
+//go:noinline
+func (rn *Run) answer(a failover.Action, now time.Time) {
+	if a.Kind == failover.ActTryRerun {
+		rn.queue(failover.Event{Kind: failover.EvRerunBudget, Attempt: a.Attempt, Granted: rn.pool.TryRerun(now)})
+		return
+	}
+	rn.queue(rn.recordBoundary(now))
+}
+
+// fail writes the machine's error a to the client and ends the request.
+//
+//go:noinline
+func (rn *Run) fail(a *failover.Action, now time.Time) {
+	if a.Err.RetryAfter == 0 && (a.Err.Status == http.StatusTooManyRequests || a.Err.Status == http.StatusServiceUnavailable) {
+		a.Err.RetryAfter = rn.pool.RetryAfter(now)
+	}
+	rn.cw.writeError(rn.shape.proto, a.Err, a.AsEvent, rn.shape.st)
+	rn.finish(a.Outcome, a.Err, now)
 }
 
 // rearm points the deadline timer at the machine's next deadline when that is earlier than

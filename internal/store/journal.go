@@ -82,6 +82,14 @@ type Journal struct {
 	inflight int               // mutations taken by a writer, not yet written
 	closed   bool
 	stats    JournalStats
+	// merging holds an update while it is merged into a pending mutation of its row, and
+	// that mutation, under mu: in the frames of the merge they would double the stack of
+	// the request goroutine that submits the update (docs/performance.md, "Memory per
+	// idle stream"). Zeroed after each merge.
+	merging struct {
+		update, prev UpdateRequest
+		create       CreateRequest
+	}
 
 	// writing is a one-slot semaphore: one writer at a time (the
 	// background loop or a Flush caller), and waiting for it honours ctx.

@@ -53,14 +53,16 @@ func (j *Journal) noteCreate(m Mutation) {
 //
 //go:noinline
 func (j *Journal) mergeUpdate(m Mutation) bool {
-	u := m.(UpdateRequest)
+	u := &j.merging.update
+	*u = m.(UpdateRequest)
+	defer func() { *u = UpdateRequest{} }()
 	if i, ok := j.creates[u.ID]; ok {
-		j.mergeIntoCreate(i, &u)
+		j.mergeIntoCreate(i, u)
 		return true
 	}
 	k := updateKey{u.ID, u.Owner}
 	if i, ok := j.updates[k]; ok {
-		j.mergeIntoUpdate(i, &u)
+		j.mergeIntoUpdate(i, u)
 		return true
 	}
 	j.updates[k] = len(j.pending)
@@ -74,16 +76,22 @@ func (j *Journal) mergeUpdate(m Mutation) bool {
 //
 //go:noinline
 func (j *Journal) mergeIntoCreate(i int, u *UpdateRequest) {
-	c := j.pending[i].(CreateRequest)
+	c := &j.merging.create
+	*c = j.pending[i].(CreateRequest)
 	applyUpdate(&c.Request, u)
-	j.pending[i] = c
+	j.pending[i] = *c
+	*c = CreateRequest{}
 }
 
 // mergeIntoUpdate merges u into the pending UpdateRequest at i.
 //
 //go:noinline
 func (j *Journal) mergeIntoUpdate(i int, u *UpdateRequest) {
-	j.pending[i] = mergeUpdates(j.pending[i].(UpdateRequest), *u)
+	prev := &j.merging.prev
+	*prev = j.pending[i].(UpdateRequest)
+	mergeUpdateInto(prev, u)
+	j.pending[i] = *prev
+	*prev = UpdateRequest{}
 }
 
 // mergeAttemptUpsert merges the UpsertAttempt m into its attempt's pending upsert, and

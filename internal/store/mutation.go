@@ -182,7 +182,13 @@ func applyUpdate(r *Request, u *UpdateRequest) {
 // mergeUpdates returns one update equal to applying a then b. Both must
 // carry the same ID and Owner.
 func mergeUpdates(a, b UpdateRequest) UpdateRequest {
-	m := a
+	mergeUpdateInto(&a, &b)
+	return a
+}
+
+// mergeUpdateInto is mergeUpdates in place: m becomes the update equal to applying m then
+// b. By pointer, as the Journal merges under a request goroutine's deepest frames.
+func mergeUpdateInto(m, b *UpdateRequest) {
 	if b.At.After(m.At) {
 		m.At = b.At
 	}
@@ -192,12 +198,12 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 	if m.Outcome == OutcomeRunning {
 		m.Outcome = b.Outcome
 	}
-	m.FirstDeltaSent = a.FirstDeltaSent || b.FirstDeltaSent
+	m.FirstDeltaSent = m.FirstDeltaSent || b.FirstDeltaSent
 	if m.FirstDeltaAt.IsZero() {
 		m.FirstDeltaAt = b.FirstDeltaAt
 	}
-	m.DeliveredOutputTokens = max(a.DeliveredOutputTokens, b.DeliveredOutputTokens)
-	m.QueuedMs = max(a.QueuedMs, b.QueuedMs)
+	m.DeliveredOutputTokens = max(m.DeliveredOutputTokens, b.DeliveredOutputTokens)
+	m.QueuedMs = max(m.QueuedMs, b.QueuedMs)
 	if b.ModelRevision != "" {
 		m.ModelRevision = b.ModelRevision
 	}
@@ -210,7 +216,6 @@ func mergeUpdates(a, b UpdateRequest) UpdateRequest {
 	if b.ResponseID != "" {
 		m.ResponseID, m.ResponseReplica = b.ResponseID, b.ResponseReplica
 	}
-	return m
 }
 
 // mergeAttempt returns the stored attempt after an upsert of next over
