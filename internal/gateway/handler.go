@@ -62,9 +62,9 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, ep open
 // body is read (req, members) under the configuration l: it answers the request itself
 // (ok false) when it is refused, or returns its run, registered, and the key's ticket
 // (nil when the key has no limits; set whenever it was taken, so that the caller gives it
-// back). It is a function of its own so that its frame, the
-// request's parameters and journal row, is gone before the run is served: a streaming
-// request's goroutine then keeps a smaller stack for the whole stream (docs/performance.md).
+// back). It is a function of its own so that its frame, the request's parameters and
+// journal row, is gone before the run is served: a streaming request's goroutine then
+// keeps a smaller stack for the whole stream (docs/performance.md).
 //
 //go:noinline
 func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep openai.Endpoint, l *live, req *openai.Request, members openai.Members) (rn *request.Run, ticket *limits.Ticket, ok bool) {

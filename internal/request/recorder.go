@@ -103,7 +103,9 @@ func (rn *Run) markFirstDelta(now time.Time) {
 	}
 	rn.rec.update(&u)
 	if u.ResponseID != "" && rn.p.Req.Store {
-		rn.flushResponseID(u.ResponseID)
+		// Durable before the client sees the id, or a client that continues at once
+		// could find the journal without it and be routed where the state is not.
+		rn.flushJournal("response id", u.ResponseID)
 	}
 	if cur != nil {
 		rn.pool.NotePrefix(rn.p.Affinity, cur.replica, now) // it prefilled the prompt
@@ -115,18 +117,22 @@ func (rn *Run) markFirstDelta(now time.Time) {
 	}
 }
 
-// flushResponseID makes the journal durable before the client sees responseID, or a
-// client that continues at once could find the journal without it and be routed where
-// the state is not. A function of its own: its frame is not on the stack under the
-// journal's update, on the deepest path a stream takes (docs/performance.md, "Memory
-// per idle stream").
+// flushJournal makes what the journal holds durable now, logging at WARN that what (with
+// the response id, if any) is not yet durable when that fails within SyncWriteTimeout. A function of its
+// own: its frame is not on the stack under the journal's update, on the deepest paths a
+// stream takes (docs/performance.md, "Memory per idle stream").
 //
 //go:noinline
-func (rn *Run) flushResponseID(responseID string) {
+func (rn *Run) flushJournal(what, responseID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), SyncWriteTimeout)
 	defer cancel()
-	if err := rn.srv.Journal().Flush(ctx); err != nil {
-		rn.srv.Log().Warn("response id not yet durable", "request_id", rn.p.ID, "response_id", responseID, "err", err)
+	err := rn.srv.Journal().Flush(ctx)
+	switch {
+	case err == nil:
+	case responseID != "":
+		rn.srv.Log().Warn(what+" not yet durable", "request_id", rn.p.ID, "response_id", responseID, "err", err)
+	default:
+		rn.srv.Log().Warn(what+" not yet durable", "request_id", rn.p.ID, "err", err)
 	}
 }
 
@@ -161,19 +167,8 @@ func (rn *Run) finish(o failover.Outcome, e *openai.Error, now time.Time) {
 	rc.endRequestSpan(o.String(), rc.end.ErrCode, len(rn.atts.all), delivered, rn.m.Committed())
 	rc.update(&u)
 	if rn.p.Keyed {
-		rn.flushOutcome()
-	}
-}
-
-// flushOutcome makes a keyed request's outcome durable before its client sees the end
-// of the response, so that a retry with the same key finds it done and gets the replay.
-// A function of its own, as flushResponseID is.
-//
-//go:noinline
-func (rn *Run) flushOutcome() {
-	ctx, cancel := context.WithTimeout(context.Background(), SyncWriteTimeout)
-	defer cancel()
-	if err := rn.srv.Journal().Flush(ctx); err != nil {
-		rn.srv.Log().Warn("outcome of a keyed request not yet durable", "request_id", rn.p.ID, "err", err)
+		// The outcome of a keyed request is durable before its client sees the end of the
+		// response, so that a retry with the same key finds it done and gets the replay.
+		rn.flushJournal("outcome of a keyed request", "")
 	}
 }
