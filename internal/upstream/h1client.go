@@ -96,6 +96,7 @@ type Client struct {
 	opts Options
 	lim  headLimits
 	pool *pool
+	bufs *bufPool
 }
 
 // New returns a Client; an Options field that is negative or too small is an error naming it.
@@ -108,6 +109,7 @@ func New(opts Options) (*Client, error) {
 		opts: o,
 		lim:  headLimits{maxBytes: o.MaxHeaderBytes, maxFields: o.MaxHeaderFields},
 		pool: newPool(o.IdleTimeout, o.MaxIdlePerReplica, o.MaxIdle),
+		bufs: newBufPool(o.ReadBufferSize),
 	}, nil
 }
 
@@ -148,7 +150,9 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 		return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
 	}
 	cn := c.pool.get(req.Base)
-	if cn == nil {
+	if cn != nil {
+		cn.take()
+	} else {
 		if cn, err = c.dial(ctx, req.Base, t); err != nil {
 			return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
 		}
@@ -211,7 +215,7 @@ func (c *Client) dial(ctx context.Context, key string, t target) (*conn, error) 
 		}
 		nc = tc
 	}
-	return newConn(nc, tcp, key, c.opts.ReadBufferSize), nil
+	return newConn(nc, tcp, key, c.bufs), nil
 }
 
 // serverName is host without its port and IPv6 brackets.

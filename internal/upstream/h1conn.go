@@ -14,8 +14,12 @@ type conn struct {
 	key string // the pool's key: the replica's base URL
 	// buf holds what was read but not yet used: a response head, a chunk-size line split
 	// across reads, the bytes a read brought in after them. Unread bytes are buf[r:w].
+	// It is nil while the connection waits on the engine with nothing unread, and while
+	// it is idle in the pool (h1buf.go); bufp is set when buf came from bufs.
 	buf  []byte
 	r, w int
+	bufs *bufPool
+	bufp *[]byte
 	// reused: the connection has carried an exchange before this one.
 	reused bool
 	// abort closes the connection; it is the function context.AfterFunc runs when a
@@ -30,25 +34,58 @@ type conn struct {
 	peekBuf  [1]byte
 	peekDead bool
 
+	// bare reads the socket into a buffer it takes only once the engine has sent
+	// something (h1bare); nil when the connection is under TLS or off Linux. bareN and
+	// bareErr are what its last call read.
+	bare    func(fd uintptr) bool
+	bareN   int
+	bareErr error
+
 	// The pool's, under its mutex.
 	idle      bool
 	idleTimer *time.Timer
 }
 
 // newConn wraps nc, a connection over the socket tcp (nc itself without TLS).
-func newConn(nc, tcp net.Conn, key string, bufSize int) *conn {
-	c := &conn{nc: nc, key: key, buf: make([]byte, bufSize)}
+func newConn(nc, tcp net.Conn, key string, bufs *bufPool) *conn {
+	c := &conn{nc: nc, key: key, bufs: bufs}
+	c.take()
 	c.abort = func() { tcp.Close() }
 	c.initPeek(tcp)
+	if nc == tcp {
+		c.initBare()
+	}
 	return c
+}
+
+// take gives c a read buffer when it has none.
+func (c *conn) take() {
+	if c.buf == nil {
+		c.bufp = c.bufs.get()
+		c.buf = *c.bufp
+	}
+}
+
+// release gives c's buffer back to the pool when no unread byte is in it.
+func (c *conn) release() {
+	if c.bufp == nil || c.r != c.w {
+		return
+	}
+	c.bufs.put(c.bufp)
+	c.buf, c.bufp = nil, nil
+	c.r, c.w = 0, 0
 }
 
 // buffered returns the bytes read but not yet used.
 func (c *conn) buffered() []byte { return c.buf[c.r:c.w] }
 
 // fill reads once from the connection into the free end of buf, first moving unread
-// bytes to its start. The caller ensures there is room.
+// bytes to its start. The caller ensures there is room. With nothing unread on a
+// connection without TLS, it waits for the engine holding no buffer (fillBare).
 func (c *conn) fill() (int, error) {
+	if c.r == c.w && c.bare != nil {
+		return c.fillBare()
+	}
 	if c.r > 0 {
 		c.w = copy(c.buf, c.buf[c.r:c.w])
 		c.r = 0
@@ -59,11 +96,23 @@ func (c *conn) fill() (int, error) {
 }
 
 // resize replaces buf with one of size bytes, keeping the unread ones (which must fit).
+// A buffer of the pool's size comes from the pool; a larger one (a large response head)
+// is the connection's own until the head is read.
 func (c *conn) resize(size int) {
-	nb := make([]byte, size)
+	var nb []byte
+	var nbp *[]byte
+	if size == c.bufs.size {
+		nbp = c.bufs.get()
+		nb = *nbp
+	} else {
+		nb = make([]byte, size)
+	}
 	c.w = copy(nb, c.buf[c.r:c.w])
 	c.r = 0
-	c.buf = nb
+	if c.bufp != nil {
+		c.bufs.put(c.bufp)
+	}
+	c.buf, c.bufp = nb, nbp
 }
 
 // close closes the connection; it is never pooled again.

@@ -9,3 +9,8 @@ import "net"
 func (c *conn) initPeek(net.Conn) {}
 
 func (c *conn) idleBroken() bool { return false }
+
+// initBare does nothing off Linux: reads wait holding the connection's buffer.
+func (c *conn) initBare() {}
+
+func (c *conn) fillBare() (int, error) { panic("upstream: fillBare without initBare") }

@@ -51,8 +51,10 @@ func (p *pool) get(key string) *conn {
 	}
 }
 
-// put makes c idle, or closes it when the pool is full.
+// put makes c idle, or closes it when the pool is full. An idle connection holds no
+// read buffer.
 func (p *pool) put(c *conn) {
+	c.release()
 	p.mu.Lock()
 	if len(p.idle[c.key]) >= p.maxPerKey || p.total >= p.maxTotal {
 		p.mu.Unlock()

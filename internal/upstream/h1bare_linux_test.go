@@ -1,0 +1,84 @@
+//go:build linux
+
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// A reader waiting on an engine that has sent nothing more gives its connection's buffer
+// back before it waits (an open, quiet stream holds none), and what the engine sends next
+// is read whole into the buffer it then takes. A Wake during such a wait ends it as it
+// ends any read, and the reader goes on.
+func TestQuietStreamHoldsNoBuffer(t *testing.T) {
+	const second = "data: second\n\n"
+	next := make(chan struct{})
+	s := startRaw(t, func(_ int, c *net.TCPConn, rd *bufio.Reader) {
+		if !readRawRequest(rd) {
+			return
+		}
+		streamHeadAndFirstEvent(c)
+		select {
+		case <-next:
+		case <-t.Context().Done():
+			return
+		}
+		fmt.Fprintf(c, "%x\r\n%s\r\n0\r\n\r\n", len(second), second)
+	})
+	puts := make(chan struct{}, 64)
+	testHookBufPut = func() { puts <- struct{}{} }
+	t.Cleanup(func() { testHookBufPut = nil })
+
+	c := newClient(t, Options{})
+	resp, err := c.Do(context.Background(), postTo(s.base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Close()
+	resp.EnableWake()
+	readFirstEvent(t, resp)
+	for len(puts) > 0 { // the waits for the head, before the engine answered
+		<-puts
+	}
+
+	// Woken while it waits without a buffer: the read ends, the connection is intact.
+	type result struct {
+		b   string
+		err error
+	}
+	got := make(chan result, 1)
+	read := func() {
+		b, err := resp.Next()
+		got <- result{string(b), err}
+	}
+	go read()
+	<-puts // the buffer went back before the wait (a reader that keeps it hangs here: the test times out)
+	resp.Wake()
+	if r := <-got; !errors.Is(r.err, ErrWoken) || r.b != "" {
+		t.Fatalf("woken wait: %q, %v; want ErrWoken", r.b, r.err)
+	}
+	if !resp.Woken() {
+		t.Fatal("Woken is false after a Wake")
+	}
+	resp.SetWakeAt(time.Time{}) // as the owner does: the wake's deadline is cleared
+
+	go read()
+	<-puts
+	close(next)
+	if r := <-got; r.err != nil || r.b != second {
+		t.Fatalf("after the wait: %q, %v; want %q", r.b, r.err, second)
+	}
+	if b, err := resp.Next(); err != io.EOF {
+		t.Fatalf("end of the body: %q, %v; want io.EOF", b, err)
+	}
+	if idle := c.idleConns(s.base()); len(idle) != 1 || idle[0].buf != nil {
+		t.Fatalf("idle connections %d; want 1 holding no buffer", len(idle))
+	}
+}
