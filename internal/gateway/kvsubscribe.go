@@ -141,6 +141,24 @@ func parseKVMessage(frames [][]byte) (int64, kvevents.Batch, error) {
 	return int64(binary.BigEndian.Uint64(frames[1])), b, err
 }
 
+// parseKVReplay reads one message of a replay's answer, as the DEALER receives it: the
+// ROUTER's empty delimiter, then the sequence number (8 bytes, -1 at the end) and the
+// batch, or, from vLLM 0.26 on (its PR 45177), the topic, the sequence number and the
+// batch (the end marker's topic and batch empty).
+func parseKVReplay(frames [][]byte) (int64, []byte, error) {
+	f := frames
+	if len(f) > 0 && len(f[0]) == 0 && (len(f) == 3 || len(f) == 4) {
+		f = f[1:]
+	}
+	if len(f) == 3 {
+		f = f[1:] // the topic
+	}
+	if len(f) != 2 || len(f[0]) != 8 {
+		return 0, nil, fmt.Errorf("a replay message of %d frames, want [topic,] 8-byte sequence number and batch", len(frames))
+	}
+	return int64(binary.BigEndian.Uint64(f[0])), f[1], nil
+}
+
 // replayKV asks the replay socket for the batches from start on and hands them to the
 // pool, until the end marker, an error or kvReplayTimeout.
 func (s *Server) replayKV(ctx context.Context, p *pool, sub *kvSubscription, endpoint string, start int64) {
@@ -168,19 +186,15 @@ func (s *Server) replayKV(ctx context.Context, p *pool, sub *kvSubscription, end
 			fail(err)
 			return
 		}
-		f := m.Frames
-		if len(f) == 3 && len(f[0]) == 0 {
-			f = f[1:] // the DEALER keeps the ROUTER's empty delimiter
-		}
-		if len(f) != 2 || len(f[0]) != 8 {
-			fail(fmt.Errorf("a replay message of %d frames", len(m.Frames)))
+		seq, payload, err := parseKVReplay(m.Frames)
+		if err != nil {
+			fail(err)
 			return
 		}
-		seq := int64(binary.BigEndian.Uint64(f[0]))
 		if seq == -1 {
 			return
 		}
-		b, err := kvevents.DecodeBatch(f[1])
+		b, err := kvevents.DecodeBatch(payload)
 		if err != nil {
 			fail(err)
 			return
