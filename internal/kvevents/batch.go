@@ -42,6 +42,14 @@ type Event struct {
 	BlockSize int
 	// Medium is where the blocks live ("GPU"; "" when the engine does not say).
 	Medium string
+	// Group is the KV cache group of the blocks (vLLM's group_idx), when HasGroup: a
+	// hybrid model (full attention and sliding-window layers, or linear attention) keeps
+	// one group per kind of layer, and the same tokens are stored, and published, once in
+	// each. GroupKind is the group's kind on a Stored event ("full_attention",
+	// "sliding_window", ...; "" when the engine does not say).
+	Group     int
+	HasGroup  bool
+	GroupKind string
 }
 
 // StoredTokens is how many tokens a Stored event put in the cache: its token ids, or its

@@ -124,8 +124,9 @@ func decodeEvents(d *msgpack.Decoder) ([]Event, error) {
 // eventFields are the positional fields of each tag, in vLLM's declaration order, as far
 // as this package reads them ("" : skipped).
 var eventFields = map[string][]string{
-	"BlockStored":      {"block_hashes", "parent_block_hash", "token_ids", "block_size", "", "medium"},
-	"BlockRemoved":     {"block_hashes", "medium"},
+	"BlockStored": {"block_hashes", "parent_block_hash", "token_ids", "block_size", "", "medium",
+		"", "", "group_idx", "kv_cache_spec_kind"}, // lora_id, lora_name and extra_keys skipped
+	"BlockRemoved":     {"block_hashes", "medium", "group_idx"},
 	"AllBlocksCleared": {},
 }
 
@@ -236,6 +237,12 @@ func decodeField(d *msgpack.Decoder, e *Event, name string) error {
 		e.BlockSize, err = d.DecodeInt()
 	case "medium":
 		e.Medium, err = decodeOptionalString(d)
+	case "group_idx":
+		e.Group, err = decodeOptionalInt(d)
+		e.HasGroup = err == nil && e.Group >= 0
+		e.Group = max(e.Group, 0)
+	case "kv_cache_spec_kind":
+		e.GroupKind, err = decodeOptionalString(d)
 	default:
 		err = d.Skip()
 	}

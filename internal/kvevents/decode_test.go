@@ -45,7 +45,8 @@ func sameEvents(t *testing.T, got, want Batch) {
 	for i, g := range got.Events {
 		w := want.Events[i]
 		if g.Kind != w.Kind || !slices.Equal(g.Hashes, w.Hashes) || g.Parent != w.Parent || g.Tokens != w.Tokens ||
-			g.BlockSize != w.BlockSize || g.Medium != w.Medium {
+			g.BlockSize != w.BlockSize || g.Medium != w.Medium || g.HasGroup != w.HasGroup || g.Group != w.Group ||
+			g.GroupKind != w.GroupKind {
 			t.Errorf("event %d = %+v, want %+v", i, g, w)
 		}
 	}
@@ -79,10 +80,27 @@ func TestDecodeNamedEvents(t *testing.T) {
 	}
 	h := IntHash(15760518052499183552)
 	sameEvents(t, got, Batch{TS: 1789095808.8378847, DPRank: 0, Events: []Event{
-		{Kind: Stored, Hashes: []Hash{h}, Tokens: 16, BlockSize: 16, Medium: "GPU"},
-		{Kind: Removed, Hashes: []Hash{h}, Medium: "GPU"},
+		{Kind: Stored, Hashes: []Hash{h}, Tokens: 16, BlockSize: 16, Medium: "GPU", HasGroup: true, GroupKind: "full_attention"},
+		{Kind: Removed, Hashes: []Hash{h}, Medium: "GPU", HasGroup: true},
 		{Kind: Cleared},
 	}})
+}
+
+// hybridBatch is what testdata/batch_map_hybrid.msgpack holds.
+var hybridBatch = Batch{TS: 1790100000.5, DPRank: 0, Events: []Event{
+	{Kind: Stored, Hashes: []Hash{IntHash(11469530486218553410), IntHash(3140237744021387729)}, Tokens: 32, BlockSize: 16,
+		Medium: "GPU", HasGroup: true, Group: 0, GroupKind: "full_attention"},
+	{Kind: Stored, Hashes: []Hash{IntHash(11469530486218553410), IntHash(3140237744021387729)}, Tokens: 32, BlockSize: 16,
+		Medium: "GPU", HasGroup: true, Group: 1, GroupKind: "sliding_window"},
+	{Kind: Removed, Hashes: []Hash{IntHash(8203947721155332071)}, Medium: "GPU", HasGroup: true, Group: 1},
+}}
+
+func TestDecodeHybridModelGroups(t *testing.T) {
+	got, err := DecodeBatch(readFixture(t, "batch_map_hybrid.msgpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, got, hybridBatch)
 }
 
 func TestDecodeNamedBatch(t *testing.T) {

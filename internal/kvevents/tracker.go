@@ -64,6 +64,9 @@ type Tracker struct {
 	joining bool
 
 	resident int // GPU blocks stored and not removed since the last resync
+	// group is the KV cache group whose events are counted (follows); -1 until a hybrid
+	// model's first full-attention store names it.
+	group int
 
 	bytesPerToken       float64
 	learned             bool
@@ -77,7 +80,7 @@ type Tracker struct {
 // NewTracker returns a tracker waiting for its first batch (Degraded).
 func NewTracker(recordBlockBytes int, lateAfter time.Duration) *Tracker {
 	return &Tracker{RecordBlockBytes: recordBlockBytes, LateAfter: lateAfter, state: Degraded,
-		reason: "no event batch received yet"}
+		reason: "no event batch received yet", group: -1}
 }
 
 // State is the tracker's state and why (empty when live).
@@ -210,6 +213,9 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 		if e.Medium != "" && e.Medium != "GPU" {
 			continue // a connector's other tier (CPU, disk): not the cache a request hits first
 		}
+		if !t.follows(e) {
+			continue
+		}
 		switch e.Kind {
 		case Stored:
 			t.resident += len(e.Hashes)
@@ -231,6 +237,24 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 	}
 	t.learn()
 	return fx
+}
+
+// follows reports whether e is of the cache group whose blocks the tracker counts. An
+// engine that names no groups has one. A hybrid model's engine stores, and publishes, the
+// same tokens once in each of its groups (vLLM's group_idx: full attention, sliding window,
+// linear attention layers), which counted together would make every token count as two
+// or more: only the first full-attention group that stores blocks is counted, the one a
+// prompt's prefix is found in (a sliding window keeps only a prompt's last tokens). A
+// model without full attention names none, and the tracker learns no ratio: its record
+// stays sized as without events.
+func (t *Tracker) follows(e Event) bool {
+	if !e.HasGroup {
+		return true
+	}
+	if t.group < 0 && e.Kind == Stored && (e.GroupKind == "" || e.GroupKind == "full_attention") {
+		t.group = e.Group
+	}
+	return e.Group == t.group
 }
 
 // resync forgets the engine's cache: it was emptied.

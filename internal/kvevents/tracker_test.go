@@ -239,3 +239,33 @@ func TestTrackerLearnsNothingFromAWindowOfOthersTraffic(t *testing.T) {
 		t.Fatalf("bytes a token %v after a window of others' traffic, want 8 kept", bpt)
 	}
 }
+
+// A hybrid model's engine publishes the same tokens once in each KV cache group: the
+// tracker counts the first full-attention group's alone, so that the ratio is of the
+// tokens a prompt brought and not of them times the groups, and the sliding window's
+// evictions of older blocks leave what the full-attention group still holds.
+func TestTrackerCountsOneCacheGroupOfAHybridModel(t *testing.T) {
+	tr := NewTracker(256, 10*time.Second)
+	tr.SetCacheTokens(9600)
+	tr.Recorded(32*8, t0)
+	tr.Receive(0, hybridBatch, t0, false) // 2 blocks in each group, a sliding-window removal
+	if tr.Resident() != 2 {
+		t.Fatalf("resident %d, want the full-attention group's 2", tr.Resident())
+	}
+	inGroup := func(b Batch, group int, kind string) Event {
+		e := b.Events[0]
+		e.HasGroup, e.Group, e.GroupKind = true, group, kind
+		return e
+	}
+	// 2,048 more tokens stored in each of the two groups for 16 KiB more recorded.
+	tr.Recorded(2048*8, t0)
+	tr.Receive(1, Batch{Events: []Event{inGroup(stored(128, 16), 0, "full_attention"),
+		inGroup(stored(128, 16), 1, "sliding_window")}}, t0, false)
+	if bpt, ok := tr.BytesPerToken(); !ok || bpt != 8 {
+		t.Fatalf("bytes a token %v (learned %v), want 8: each token counted once", bpt, ok)
+	}
+	tr.Receive(2, Batch{Events: []Event{inGroup(removed(3), 1, ""), inGroup(removed(1), 0, "")}}, t0, false)
+	if tr.Resident() != 129 {
+		t.Fatalf("resident %d, want 129: the full-attention group's removal alone counted", tr.Resident())
+	}
+}
