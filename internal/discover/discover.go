@@ -46,6 +46,10 @@ type Facts struct {
 	// total_slots, SGLang's max_running_requests when set); 0: it does not. vLLM states no
 	// max_num_seqs anywhere it can be read.
 	Slots int
+	// CacheTokens is the engine's KV cache in tokens, when its server info says (SGLang's
+	// max_total_num_tokens); 0: it does not. vLLM says it in its metrics instead
+	// (vllm:cache_config_info's num_gpu_blocks × block_size).
+	CacheTokens int64
 }
 
 func (f *Facts) set(k, v string) {
@@ -134,6 +138,9 @@ func SGLangServerInfo(body []byte) (Facts, error) {
 	f.Version = str("version")
 	if n := gjson.GetBytes(body, "max_running_requests"); n.Type == gjson.Number && n.Int() > 0 {
 		f.Slots = int(n.Int())
+	}
+	if n := gjson.GetBytes(body, "max_total_num_tokens"); n.Type == gjson.Number && n.Int() > 0 {
+		f.CacheTokens = n.Int()
 	}
 	f.set("model", model)
 	f.set("revision", str("revision"))

@@ -67,8 +67,11 @@ func TestSGLangServerInfo(t *testing.T) {
 	if f.Slots != 0 {
 		t.Errorf("slots %d, want 0: the recorded server runs with max_running_requests null", f.Slots)
 	}
-	if g, _ := SGLangServerInfo([]byte(`{"model_path":"m","max_running_requests":48}`)); g.Slots != 48 {
-		t.Errorf("slots %d, want the configured 48", g.Slots)
+	if g, _ := SGLangServerInfo([]byte(`{"model_path":"m","max_running_requests":48}`)); g.Slots != 48 || g.CacheTokens != 0 {
+		t.Errorf("slots %d, cache %d tokens; want the configured 48 and no cache said", g.Slots, g.CacheTokens)
+	}
+	if f.CacheTokens != 412345 {
+		t.Errorf("cache %d tokens, want the recorded server's max_total_num_tokens, 412345", f.CacheTokens)
 	}
 	path := "/models/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/a09a35458c702b33eeacc393d103063234e8bc28"
 	want := map[string]string{

@@ -201,9 +201,14 @@ func (s *Server) discoverFacts(ctx context.Context, p *pool, tg target, models [
 	}
 	f := p.factsOf(tg.name)
 	f.engineSource, f.version = from, facts.Version
-	if r := p.b.Find(tg.name); r.Slots != facts.Slots {
+	r := p.b.Find(tg.name)
+	if r.Slots != facts.Slots {
 		r.Slots = facts.Slots
 		p.grantWaiting(s.now()) // more slots may take a waiter now
+	}
+	if facts.CacheTokens > 0 {
+		// SGLang's cache, from its server info: its metrics do not say it.
+		p.setCacheSize(r, p.members[tg.name], recordBlocksFor(facts.CacheTokens), facts.CacheTokens)
 	}
 	p.setSource(tg.name, sourceEngine, facts.Fingerprint)
 }

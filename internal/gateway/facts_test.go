@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,8 +47,9 @@ func fakeEngine(t *testing.T, bodies map[string][]byte) string {
 	return srv.URL
 }
 
-// readyReplicas runs a gateway over replicas and returns /readyz's replicas by name.
-func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string]map[string]any {
+// adminOver runs a gateway over replicas and returns its admin listener's URL, once the
+// first scrape (and with it the engines' discovery) has run.
+func adminOver(t *testing.T, model string, reps []config.Replica) string {
 	t.Helper()
 	cfg := &config.Config{Models: []config.Model{{Name: model, Replicas: reps}}, Store: "memory:"}
 	if err := cfg.Validate(); err != nil {
@@ -60,7 +62,13 @@ func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string
 	gw.Start()                                   // the first scrape, and with it the discovery, runs before Start returns
 	srv := httptest.NewServer(gw.AdminHandler()) // the replicas' detail
 	t.Cleanup(func() { srv.Close(); gw.Close() })
-	resp, err := http.Get(srv.URL + "/readyz")
+	return srv.URL
+}
+
+// readyReplicas runs a gateway over replicas and returns /readyz's replicas by name.
+func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string]map[string]any {
+	t.Helper()
+	resp, err := http.Get(adminOver(t, model, reps) + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +213,38 @@ func TestAttemptsJournalTheirRevision(t *testing.T) {
 	for _, a := range v.Attempts {
 		if a.ModelRevision != "0e9e39f2" {
 			t.Fatalf("attempt on %s: revision %q", a.Replica, a.ModelRevision)
+		}
+	}
+}
+
+// An SGLang engine says its KV cache's size in its server info (max_total_num_tokens), not
+// in its metrics: the replica's prompt record is sized by it as a vLLM replica's is by
+// vllm:cache_config_info — 412,345 tokens at 8 bytes each, eight times over, is more than
+// the record's most (65,536 blocks) — instead of the size kept for an engine that does not
+// say (16,384).
+func TestSGLangServerInfoSizesThePromptRecord(t *testing.T) {
+	sglang := map[string][]byte{"/server_info": recorded(t, "sglang_server_info.txt"),
+		"/v1/models": []byte(`{"object":"list","data":[{"id":"qwen2.5-7b","object":"model","owned_by":"sglang","root":"qwen2.5-7b"}]}`)}
+	silent := map[string][]byte{"/v1/models": sglang["/v1/models"]}
+	admin := adminOver(t, "qwen2.5-7b", []config.Replica{
+		{Name: "says", URL: fakeEngine(t, sglang), Engine: "sglang"},
+		{Name: "silent", URL: fakeEngine(t, silent), Engine: "sglang"},
+	})
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`fencegate_replica_prefix_blocks{model="qwen2.5-7b",of="capacity",replica="says"} 65536`,
+		`fencegate_replica_prefix_blocks{model="qwen2.5-7b",of="capacity",replica="silent"} 16384`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }

@@ -120,8 +120,13 @@ func prefixCapacity(cacheConfig map[string]string) (int, bool) {
 	if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
 		return 0, false
 	}
-	n := blocks * size * cacheBytesPerToken * recordPerCacheByte / balance.PrefixBlockBytes
-	return min(max(n, minPrefixBlocks), maxPrefixBlocks), true
+	return recordBlocksFor(int64(blocks) * int64(size)), true
+}
+
+// recordBlocksFor is the record's capacity for an engine whose KV cache holds tokens.
+func recordBlocksFor(tokens int64) int {
+	n := tokens * cacheBytesPerToken * recordPerCacheByte / balance.PrefixBlockBytes
+	return int(min(max(n, minPrefixBlocks), maxPrefixBlocks))
 }
 
 // cacheTokens is the engine's KV cache in tokens, num_gpu_blocks × block_size of

@@ -194,18 +194,24 @@ func (p *pool) report(name string, snap enginemetrics.Snapshot, now time.Time) {
 		return
 	}
 	if n, ok := prefixCapacity(snap.CacheConfig); ok {
-		m.generousBlocks = n
-		m.cacheTokens = cacheTokens(snap.CacheConfig)
-		if m.kv != nil {
-			m.kv.tracker.SetCacheTokens(m.cacheTokens)
-		}
-		p.sizeRecord(r, m)
+		p.setCacheSize(r, m, n, cacheTokens(snap.CacheConfig))
 	}
 	source := sourceMetrics
 	if snap.Engine == "" {
 		source = sourceAgent
 	}
 	p.setSource(name, source, snap.CacheConfig)
+}
+
+// setCacheSize records the size of r's engine cache, in tokens, and the generous record
+// capacity it gives, and sizes r's record by them. Callers hold mu.
+func (p *pool) setCacheSize(r *balance.Replica, m *member, generousBlocks int, tokens int64) {
+	m.generousBlocks = generousBlocks
+	m.cacheTokens = tokens
+	if m.kv != nil {
+		m.kv.tracker.SetCacheTokens(m.cacheTokens)
+	}
+	p.sizeRecord(r, m)
 }
 
 // updateIncompatible keeps the replica out while any check disagrees. Callers hold mu.
