@@ -251,11 +251,20 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 // metrics returns the gateway's Prometheus exposition.
 func (e *env) metrics() string {
 	e.t.Helper()
-	resp, err := http.Get(e.admin.URL + "/metrics")
+	return getText(e.t, e.admin.URL+"/metrics")
+}
+
+// getText returns the body of GET url.
+func getText(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return string(b)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -230,20 +229,12 @@ func TestSGLangServerInfoSizesThePromptRecord(t *testing.T) {
 		{Name: "says", URL: fakeEngine(t, sglang), Engine: "sglang"},
 		{Name: "silent", URL: fakeEngine(t, silent), Engine: "sglang"},
 	})
-	resp, err := http.Get(admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics := getText(t, admin+"/metrics")
 	for _, want := range []string{
 		`fencegate_replica_prefix_blocks{model="qwen2.5-7b",of="capacity",replica="says"} 65536`,
 		`fencegate_replica_prefix_blocks{model="qwen2.5-7b",of="capacity",replica="silent"} 16384`,
 	} {
-		if !strings.Contains(string(b), want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
