@@ -42,9 +42,11 @@ type Attempt struct {
 	rec   store.Attempt
 	dec   sse.Decoder
 	// usage: the engine was asked for per-chunk usage (the gateway strips it again);
-	// counted is the output tokens counted so far per choice index (below 64).
+	// counted is the output tokens counted so far per choice index (below maxCounted),
+	// as long as the highest index seen: one entry for most requests, not an array of
+	// them in every open stream.
 	usage   bool
-	counted [64]int
+	counted []int
 	key     string // the engine's API key
 	// closeAfter: the engine closes the connection after a streamed answer
 	// (Pick.ClosesStreams), so the request asks for the connection to be closed and it is

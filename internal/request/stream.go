@@ -169,6 +169,10 @@ func (rn *Run) failStatus(a *Attempt, f upstream.Failure, e *openai.Error, statu
 	rn.step(failover.Event{Kind: failover.EvFailed, Attempt: a.n, Failure: f.Class, Reason: f.Reason, Err: e, Dial: f.Dial, Status: status})
 }
 
+// maxCounted bounds the choices whose tokens are counted from the engine's usage; a
+// choice past it counts one token per chunk with output.
+const maxCounted = 64
+
 // countTokens is the output tokens a chunk adds. A chunk with one choice and usage (vLLM's
 // and SGLang's continuous usage stats, asked for by the gateway or by the client; the last
 // chunk of llama.cpp's stream) carries that choice's completion_tokens so far: what it adds
@@ -176,8 +180,11 @@ func (rn *Run) failStatus(a *Attempt, f upstream.Failure, e *openai.Error, statu
 // token per choice with output. Counting per choice makes interleaved choices add up.
 func (a *Attempt) countTokens(ev sse.Event) int {
 	c := ev.Choice
-	if c < 0 || c >= len(a.counted) {
+	if c < 0 || c >= maxCounted {
 		return ev.Outputs
+	}
+	if c >= len(a.counted) {
+		a.counted = append(a.counted, make([]int, c+1-len(a.counted))...)
 	}
 	if ev.CompletionTokens < 0 {
 		a.counted[c] += ev.Outputs
