@@ -54,12 +54,25 @@ func TestQuietStreamHoldsNoBuffer(t *testing.T) {
 		err error
 	}
 	got := make(chan result, 1)
+	// read reads once in another goroutine, bounded by a wake a minute away so that a
+	// reader that never gives its buffer back fails the test instead of hanging it;
+	// awaitPut waits for the buffer to go back during that read.
 	read := func() {
-		b, err := resp.Next()
-		got <- result{string(b), err}
+		resp.SetWakeAt(time.Now().Add(time.Minute))
+		go func() {
+			b, err := resp.Next()
+			got <- result{string(b), err}
+		}()
 	}
-	go read()
-	<-puts // the buffer went back before the wait (a reader that keeps it hangs here: the test times out)
+	awaitPut := func() {
+		select {
+		case <-puts:
+		case r := <-got:
+			t.Fatalf("the read ended (%q, %v) without giving its buffer back first", r.b, r.err)
+		}
+	}
+	read()
+	awaitPut() // the buffer went back before the wait
 	resp.Wake()
 	if r := <-got; !errors.Is(r.err, ErrWoken) || r.b != "" {
 		t.Fatalf("woken wait: %q, %v; want ErrWoken", r.b, r.err)
@@ -67,14 +80,14 @@ func TestQuietStreamHoldsNoBuffer(t *testing.T) {
 	if !resp.Woken() {
 		t.Fatal("Woken is false after a Wake")
 	}
-	resp.SetWakeAt(time.Time{}) // as the owner does: the wake's deadline is cleared
 
-	go read()
-	<-puts
+	read()
+	awaitPut()
 	close(next)
 	if r := <-got; r.err != nil || r.b != second {
 		t.Fatalf("after the wait: %q, %v; want %q", r.b, r.err, second)
 	}
+	resp.SetWakeAt(time.Time{})
 	if b, err := resp.Next(); err != io.EOF {
 		t.Fatalf("end of the body: %q, %v; want io.EOF", b, err)
 	}
