@@ -3,6 +3,8 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/kvevents"
 )
 
 func TestPrefixCacheHitsOnRepeatedPrompt(t *testing.T) {
@@ -56,7 +58,7 @@ func TestPrefixCacheNextChatTurnHitsAnswer(t *testing.T) {
 	for _, w := range answer {
 		ids = append(ids, pieceID(strings.TrimSpace(w)))
 	}
-	cache.insert(ids) // what a finished request caches: prompt and answer
+	cache.insert(ids, 0) // what a finished request caches: prompt and answer
 	turn2 := RenderChat([]Message{
 		{Role: "user", Content: strings.Repeat("hello world ", 10)},
 		{Role: "assistant", Content: strings.Join(answer, "")},
@@ -73,10 +75,10 @@ func TestPrefixCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	a := []uint32{1, 2, 3}        // one full block (the last token never hits)
 	b := []uint32{5, 6, 7}
 	c := []uint32{9, 9, 9}
-	cache.insert(a)
-	cache.insert(b)
-	cache.lookup(a) // a is now more recent than b
-	cache.insert(c) // evicts b
+	cache.insert(a, 0)
+	cache.insert(b, 0)
+	cache.lookup(a)    // a is now more recent than b
+	cache.insert(c, 0) // evicts b
 	if cache.lookup(a) != 2 || cache.lookup(b) != 0 || cache.lookup(c) != 2 {
 		t.Errorf("hits a=%d b=%d c=%d, want 2 0 2", cache.lookup(a), cache.lookup(b), cache.lookup(c))
 	}
@@ -89,12 +91,56 @@ func TestPrefixCacheEvictsTailFirst(t *testing.T) {
 	cache := newPrefixCache(2, 4) // room for four blocks
 	a := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 0}
 	b := []uint32{11, 12, 13, 14, 0}
-	cache.insert(a) // four blocks
-	cache.insert(b) // two more: two of a's go, its last two
+	cache.insert(a, 0) // four blocks
+	cache.insert(b, 0) // two more: two of a's go, its last two
 	if got := cache.lookup(a); got != 4 {
 		t.Errorf("a hits %d tokens after eviction, want its first two blocks: 4", got)
 	}
 	if got := cache.lookup(b); got != 4 {
 		t.Errorf("b hits %d, want 4", got)
+	}
+}
+
+// Two requests that prefill the same new prompt at once both cache its blocks, as vLLM's
+// cache does (it keeps a block for every request that computed it): the two copies take
+// twice the room and are both published, a later request hits them and caches nothing
+// new, and evicting one copy publishes its removal while the prompt still hits the other.
+func TestPrefixCacheKeepsACopyPerRequestThatComputedIt(t *testing.T) {
+	cache := newPrefixCache(2, 6) // room for six blocks of two tokens
+	var stored, removed []kvevents.Hash
+	cache.publish = func(events []kvevents.Event) {
+		for _, e := range events {
+			switch e.Kind {
+			case kvevents.Stored:
+				stored = append(stored, e.Hashes...)
+			case kvevents.Removed:
+				removed = append(removed, e.Hashes...)
+			}
+		}
+	}
+	a := []uint32{1, 2, 3, 4, 5} // two full blocks
+	if cache.lookup(a) != 0 || cache.lookup(a) != 0 {
+		t.Fatal("a hit before anything was cached")
+	}
+	cache.insert(a, 0) // both requests computed both blocks
+	cache.insert(a, 0)
+	if cache.len() != 4 || len(stored) != 4 {
+		t.Fatalf("%d blocks cached, %d stored; want 4 and 4: a copy per request", cache.len(), len(stored))
+	}
+	if got := cache.lookup(a); got != 4 {
+		t.Fatalf("a third request hits %d tokens, want 4", got)
+	}
+	cache.insert(a, 2) // its blocks were the cache's: nothing new
+	if cache.len() != 4 || len(stored) != 4 {
+		t.Fatalf("after a request that hit: %d blocks cached, %d stored; want 4 and 4", cache.len(), len(stored))
+	}
+	cache.insert([]uint32{7, 8, 9, 10, 0}, 0)    // two more blocks: the cache is full
+	cache.insert([]uint32{11, 12, 13, 14, 0}, 0) // two more: the two copies used least recently go
+	want := cache.blockHashes(a, -1)
+	if len(removed) != 2 || removed[0] != kvevents.IntHash(want[1]) || removed[1] != kvevents.IntHash(want[0]) {
+		t.Fatalf("removed %x; want the unused copies of a's blocks, its tail first", removed)
+	}
+	if got := cache.lookup(a); got != 4 {
+		t.Errorf("a hits %d tokens once one copy of each block is gone, want 4", got)
 	}
 }

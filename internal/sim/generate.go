@@ -217,7 +217,7 @@ func (g *generation) prefill() bool {
 		if !g.pause(time.Duration(len(ids)-cached) * s.cfg.PrefillPerToken) {
 			return false
 		}
-		s.cache.insert(ids)
+		s.cache.insert(ids, cached/s.cache.blockSize)
 		if s.cacheFaultHits(len(ids), cached) {
 			g.corrupt(q)
 		}
@@ -349,7 +349,7 @@ func (g *generation) complete() {
 		s.metrics.requestSuccess.WithLabelValues(q.reason).Inc() // vLLM counts each child request
 		// The answer's blocks are cached too, so the next turn of a chat,
 		// whose prompt repeats this one and the answer, hits them.
-		s.cache.insert(q.cacheIDs())
+		s.cache.insert(q.cacheIDs(), len(q.prompt.ids)/s.cache.blockSize)
 	}
 	s.book.end(g.rec, outcome)
 }

@@ -11,15 +11,18 @@ import (
 // prefixCache models vLLM's automatic prefix caching: prompt token ids are
 // cut into full blocks, each block is identified by a hash chained over all
 // blocks before it (so a block only matches under the same prefix), and the
-// known blocks live in an LRU of bounded size. Only uncached tokens cost
-// prefill time.
+// cached blocks live in an LRU of bounded size. Only uncached tokens cost
+// prefill time. Like vLLM's (its BlockHashToBlockMap "does not de-duplicate"),
+// the cache keeps a block for every request that computed it: two requests that
+// prefill the same new prefix at once both cache it, each copy takes room, each
+// is published when stored and when evicted, and a lookup hits any of them.
 type prefixCache struct {
 	blockSize int
 	capacity  int
 
 	mu    sync.Mutex
-	lru   list.List // of uint64 block hashes; front is most recently used
-	index map[uint64]*list.Element
+	lru   list.List // of uint64 block hashes, one element a cached block; front is most recently used
+	index map[uint64][]*list.Element
 	// publish, when set, gets the events of each change, as vLLM's KV events say them
 	// (kvpublish.go); it is called under mu, so that events go out in the order of the
 	// changes.
@@ -30,7 +33,7 @@ func newPrefixCache(blockSize, capacity int) *prefixCache {
 	return &prefixCache{
 		blockSize: blockSize,
 		capacity:  capacity,
-		index:     make(map[uint64]*list.Element),
+		index:     make(map[uint64][]*list.Element),
 	}
 }
 
@@ -67,20 +70,25 @@ func (c *prefixCache) lookup(ids []uint32) int {
 	defer c.mu.Unlock()
 	hits := 0
 	for _, h := range hashes {
-		e, ok := c.index[h]
-		if !ok {
+		copies := c.index[h]
+		if len(copies) == 0 {
 			break
 		}
-		c.lru.MoveToFront(e)
+		c.lru.MoveToFront(copies[0])
 		hits++
 	}
 	return hits * c.blockSize
 }
 
 // insert records every full block of ids, evicting the least recently used
-// blocks beyond capacity. The blocks are touched from the last to the first, as
-// vLLM frees a finished request's blocks in reverse order "so that the tail
-// blocks are evicted first": what stays of a prompt is always its head.
+// blocks beyond capacity. The first ownBlocks blocks are the caller's already
+// (found cached when it looked them up, or cached by its earlier insert): they
+// are touched, and cached again only if they were evicted since. The blocks
+// after them the caller computed: each is cached as a block of its own, even
+// when another request cached the same block meanwhile (vLLM does not merge
+// them). The blocks are touched from the last to the first, as vLLM frees a
+// finished request's blocks in reverse order "so that the tail blocks are
+// evicted first": what stays of a prompt is always its head.
 //
 // With publish set, the change goes out as vLLM reports it: a BlockRemoved for each
 // evicted block (vLLM evicts as it allocates, before it caches), then a BlockStored
@@ -88,36 +96,38 @@ func (c *prefixCache) lookup(ids []uint32) int {
 // its parent (none for a run that starts the prompt), the run's token ids and the block
 // size. A block both added and evicted by one insert (a prompt longer than the cache) is
 // in neither.
-func (c *prefixCache) insert(ids []uint32) {
+func (c *prefixCache) insert(ids []uint32, ownBlocks int) {
 	hashes := c.blockHashes(ids, -1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var added map[uint64]bool
-	var events []kvevents.Event
+	added := make([]bool, len(hashes))
+	var addedAt map[*list.Element]int // the blocks this insert cached, by position
 	if c.publish != nil {
-		added = make(map[uint64]bool)
+		addedAt = make(map[*list.Element]int)
 	}
+	var events []kvevents.Event
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
-		if e, ok := c.index[h]; ok {
-			c.lru.MoveToFront(e)
+		if copies := c.index[h]; i < ownBlocks && len(copies) > 0 {
+			c.lru.MoveToFront(copies[0])
 			continue
 		}
-		c.index[h] = c.lru.PushFront(h)
-		if added != nil {
-			added[h] = true
+		e := c.lru.PushFront(h)
+		c.index[h] = append(c.index[h], e)
+		added[i] = true
+		if addedAt != nil {
+			addedAt[e] = i
 		}
 		for c.lru.Len() > c.capacity {
 			oldest := c.lru.Back()
-			c.lru.Remove(oldest)
-			old := oldest.Value.(uint64)
-			delete(c.index, old)
-			switch {
-			case added == nil:
-			case added[old]:
-				delete(added, old)
-			default:
-				events = append(events, kvevents.Event{Kind: kvevents.Removed, Hashes: []kvevents.Hash{kvevents.IntHash(old)}, Medium: "GPU"})
+			c.remove(oldest)
+			if pos, ok := addedAt[oldest]; ok {
+				added[pos] = false
+				continue
+			}
+			if addedAt != nil {
+				events = append(events, kvevents.Event{Kind: kvevents.Removed,
+					Hashes: []kvevents.Hash{kvevents.IntHash(oldest.Value.(uint64))}, Medium: "GPU"})
 			}
 		}
 	}
@@ -125,13 +135,13 @@ func (c *prefixCache) insert(ids []uint32) {
 		return
 	}
 	for i := 0; i < len(hashes); {
-		if !added[hashes[i]] {
+		if !added[i] {
 			i++
 			continue
 		}
 		j := i
 		var run []kvevents.Hash
-		for ; j < len(hashes) && added[hashes[j]]; j++ {
+		for ; j < len(hashes) && added[j]; j++ {
 			run = append(run, kvevents.IntHash(hashes[j]))
 		}
 		ev := kvevents.Event{Kind: kvevents.Stored, Hashes: run, TokenIDs: slices.Clone(ids[i*c.blockSize : j*c.blockSize]),
@@ -144,6 +154,24 @@ func (c *prefixCache) insert(ids []uint32) {
 		i = j
 	}
 	c.publish(events)
+}
+
+// remove takes block e out of the cache. Callers hold mu.
+func (c *prefixCache) remove(e *list.Element) {
+	c.lru.Remove(e)
+	h := e.Value.(uint64)
+	copies := c.index[h]
+	for k, x := range copies {
+		if x == e {
+			copies = append(copies[:k], copies[k+1:]...)
+			break
+		}
+	}
+	if len(copies) == 0 {
+		delete(c.index, h)
+	} else {
+		c.index[h] = copies
+	}
 }
 
 // clear empties the cache as vLLM's reset_prefix_cache does, which publishes
@@ -170,5 +198,5 @@ func (c *prefixCache) reset() {
 func (c *prefixCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.index)
+	return c.lru.Len()
 }
