@@ -54,7 +54,7 @@ const maxRetryBackoff = time.Second
 // the database is slow. Instead, pending mutations are merged per key: all
 // pending UpdateRequests of one request (and owner) become one, all pending
 // UpsertAttempts of one attempt become one, using the same merge rules the
-// store applies (mergeUpdates, mergeAttempt), and an update of a request whose
+// store applies (mergeUpdateInto, mergeAttempt), and an update of a request whose
 // CreateRequest is still pending is folded into it (applyUpdate): a short
 // request is then one INSERT of its final state instead of an INSERT and an
 // UPDATE, which is most of what the journal costs a SQLite gateway. Memory is then bounded by the

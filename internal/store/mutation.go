@@ -179,15 +179,9 @@ func applyUpdate(r *Request, u *UpdateRequest) {
 	}
 }
 
-// mergeUpdates returns one update equal to applying a then b. Both must
-// carry the same ID and Owner.
-func mergeUpdates(a, b UpdateRequest) UpdateRequest {
-	mergeUpdateInto(&a, &b)
-	return a
-}
-
-// mergeUpdateInto is mergeUpdates in place: m becomes the update equal to applying m then
-// b. By pointer, as the Journal merges under a request goroutine's deepest frames.
+// mergeUpdateInto makes m the one update equal to applying m then b; both must carry the
+// same ID and Owner. By pointer, in place, as the Journal merges under a request
+// goroutine's deepest frames.
 func mergeUpdateInto(m, b *UpdateRequest) {
 	if b.At.After(m.At) {
 		m.At = b.At

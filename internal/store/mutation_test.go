@@ -53,7 +53,8 @@ func TestMergeUpdatesEqualsSequentialApply(t *testing.T) {
 		seq, merged := start.clone(), start.clone()
 		applyUpdate(seq, &a)
 		applyUpdate(seq, &b)
-		m := mergeUpdates(a, b)
+		m := a
+		mergeUpdateInto(&m, &b)
 		applyUpdate(merged, &m)
 		if !reflect.DeepEqual(seq, merged) {
 			t.Fatalf("sequential %+v\nmerged     %+v", seq, merged)
