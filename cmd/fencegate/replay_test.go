@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/trace"
 )
@@ -45,8 +45,8 @@ func tracingGateway(t *testing.T, s *sim.Server) (url, admin string) {
 		t.Fatal(err)
 	}
 	gw.Start()
-	srv := httptest.NewServer(gw.Handler())
-	adminSrv := httptest.NewServer(gw.AdminHandler())
+	srv := h1servertest.NewServer(gw.Handler())
+	adminSrv := h1servertest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		srv.Close()
 		adminSrv.Close()

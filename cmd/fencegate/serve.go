@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate/internal/cli"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server"
 	"github.com/fencegate/fencegate/internal/logging"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
@@ -147,9 +148,9 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(cfg.Server, gw.Handler())
+	srv := newHTTPServer(cfg, gw.Handler(), log)
 	var (
-		admin   *http.Server
+		admin   httpServer
 		adminLn net.Listener
 	)
 	if cfg.AdminListen != "" {
@@ -157,7 +158,7 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 			ln.Close()
 			return err
 		}
-		admin = newHTTPServer(cfg.Server, gw.AdminHandler())
+		admin = newHTTPServer(cfg, gw.AdminHandler(), log)
 	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
@@ -170,7 +171,11 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 			return err
 		}
 		scheme = "https"
-		srv.TLSConfig = &tls.Config{
+		hs, as := srv.(*http.Server), (*http.Server)(nil)
+		if admin != nil {
+			as = admin.(*http.Server)
+		}
+		hs.TLSConfig = &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: certs.GetCertificate,
 			// HTTP/1.1 only, as without TLS: a client leaving or stalling is detected
@@ -179,12 +184,12 @@ func runGateway(ctx context.Context, cfg *config.Config, path string, log *slog.
 			// from adding h2.
 			NextProtos: []string{"http/1.1"},
 		}
-		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
-		ln = tls.NewListener(ln, srv.TLSConfig)
-		if admin != nil {
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		ln = tls.NewListener(ln, hs.TLSConfig)
+		if as != nil {
 			// Admin keys cross the admin listener: it is encrypted like the public one.
-			admin.TLSConfig, admin.TLSNextProto = srv.TLSConfig, srv.TLSNextProto
-			adminLn = tls.NewListener(adminLn, admin.TLSConfig)
+			as.TLSConfig, as.TLSNextProto = hs.TLSConfig, hs.TLSNextProto
+			adminLn = tls.NewListener(adminLn, as.TLSConfig)
 		}
 	}
 	gw.Start()
@@ -241,11 +246,31 @@ func listen(addr string, maxConns int) (net.Listener, error) {
 	return ln, nil
 }
 
+// httpServer is what serves a listener: the gateway's own HTTP/1.1 server for plaintext,
+// net/http's for TLS.
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // newHTTPServer applies the server section's bounds. There is no ReadTimeout or
 // WriteTimeout: a response may stream for as long as its request runs (the gateway moves
 // each response's write deadline as it goes), and the body's own deadline is set by the
 // handler around reading it (server.body_read_timeout), so that it cannot end a stream.
-func newHTTPServer(c config.Server, h http.Handler) *http.Server {
+// Plaintext listeners are served by h1server where the platform allows it (Linux), TLS
+// ones by net/http (docs/design.md, "The client's server").
+func newHTTPServer(cfg *config.Config, h http.Handler, log *slog.Logger) httpServer {
+	c := cfg.Server
+	if !cfg.TLS.Enabled() && !c.NetHTTP && h1server.Available() {
+		return &h1server.Server{
+			Handler:           h,
+			ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
+			IdleTimeout:       c.IdleTimeout.D(),
+			MaxHeaderBytes:    c.MaxHeaderBytes,
+			Log:               log,
+		}
+	}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),

@@ -28,7 +28,7 @@ type Agent struct {
 	url     string
 
 	ln    net.Listener
-	srv   *http.Server
+	srv   dataServer
 	proxy *httputil.ReverseProxy // every unfenced request
 	// secret is what requests must carry (nil: none); metrics are the agent's own, served
 	// at PathMetrics and, with metricsSrv, on the metrics listener.
@@ -136,11 +136,7 @@ func Start(cfg Config) (*Agent, error) {
 	a.metrics = newAgentMetrics(a)
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))
 	a.proxy = a.newPassthrough(transport)
-	a.srv = &http.Server{
-		Handler:           a.tracked(a.requireSecret(a.routes())),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
-	}
+	a.srv = newDataServer(a.tracked(a.requireSecret(a.routes())), a.log)
 	if secret == nil {
 		a.log.Warn("no agent secret configured: control calls are accepted from loopback clients only, and data requests from anyone who reaches the agent")
 	}

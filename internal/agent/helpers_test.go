@@ -19,7 +19,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The HTTP server's hangup watcher lives as long as the process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/fencegate/fencegate/internal/h1server.(*hangupWatcher).run"))
+}
 
 // testTimeout bounds every wait in a test; a safety net against a hung test,
 // never a pacing device.

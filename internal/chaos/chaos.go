@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -348,12 +348,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer gw.Close()
 	gw.Start()
-	srv := httptest.NewUnstartedServer(gw.Handler())
-	srv.Listener = smallSendBuffers{srv.Listener}
-	srv.Start()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Report{}, fmt.Errorf("chaos: the gateway's listener: %w", err)
+	}
+	srv := serveGateway(ln, gw.Handler())
 
 	plan := drawPlan(cfg, rng)
-	cl := &clients{plan: plan, gateway: srv.URL, client: &http.Client{Timeout: clientTimeout}, sims: reps.sims, stallWait: stallWait}
+	cl := &clients{plan: plan, gateway: srv.url, client: &http.Client{Timeout: clientTimeout}, sims: reps.sims, stallWait: stallWait}
 	partitionsDone := reps.partition(ctx, cfg, rng)
 	sem := make(chan struct{}, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -379,7 +381,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	c := checker{clients: cl, sims: reps.sims, agents: reps.agents, fenced: cfg.Fenced, toolIDs: reps.toolIDs, tools: reps.tools,
 		intervals: reps.intervals, answers: map[string]answer{}, cuts: hb.merged(reps.cuts)}
 	rep := c.check(ctx, plan)
-	if !closeWithin(srv, closeWait) {
+	if !srv.closeWithin(closeWait) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%s: the gateway's handlers were still running %s after every client was done", rRun, closeWait))
 		rep.ByRule[rRun]++
 	}
@@ -469,24 +471,6 @@ func (h *heartbeats) merged(cuts map[string][]window) map[string][]window {
 		}
 	}
 	return out
-}
-
-// closeWithin closes the gateway's HTTP server, which waits for its handlers, and reports
-// whether that took less than d. A handler that never returns is left behind.
-func closeWithin(srv *httptest.Server, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		srv.Close()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // setChaosTimings gives a gateway the short timings of a chaos run, so that a fault shows

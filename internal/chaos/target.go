@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -253,12 +252,9 @@ func startGateway(ctx context.Context, cfg SweepConfig, reps *sweepReplicas) (*i
 		gw.Close()
 		return nil, err
 	}
-	srv := httptest.NewUnstartedServer(gw.Handler())
-	srv.Listener.Close()
-	srv.Listener = smallSendBuffers{ln}
-	srv.Start()
-	return &inProcessGateway{url: srv.URL, close: func() {
-		closeWithin(srv, closeWait)
+	srv := serveGateway(ln, gw.Handler())
+	return &inProcessGateway{url: srv.url, close: func() {
+		srv.closeWithin(closeWait)
 		gw.Close()
 	}}, nil
 }

@@ -383,8 +383,8 @@ type Health struct {
 	EjectAfter int `yaml:"eject_after"`
 }
 
-// Server configures the HTTP listeners (net/http's limits), against clients that are slow
-// or hostile rather than merely gone.
+// Server configures the HTTP listeners' limits, against clients that are slow or hostile
+// rather than merely gone.
 type Server struct {
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
@@ -401,6 +401,10 @@ type Server struct {
 	// MaxConnections bounds the open connections of each listener; past it, new
 	// connections wait in the kernel's accept queue. Default 10000; -1: no bound.
 	MaxConnections int `yaml:"max_connections"`
+	// NetHTTP serves plaintext listeners with Go's net/http server instead of the
+	// gateway's own HTTP/1.1 server (docs/design.md, "The client's server"). TLS
+	// listeners, and platforms other than Linux, always use net/http. Default false.
+	NetHTTP bool `yaml:"net_http"`
 }
 
 // Limits bounds client input and, per API key, what a key may use.

@@ -5,12 +5,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -41,7 +41,7 @@ func TestServeLogsTheReplicasItFinds(t *testing.T) {
 	}
 	gw.Start() // one scrape and probe round before it returns
 	t.Cleanup(func() { gw.Close() })
-	admin := httptest.NewServer(gw.AdminHandler())
+	admin := h1servertest.NewServer(gw.AdminHandler())
 	t.Cleanup(admin.Close)
 	refresh := func() {
 		t.Helper()

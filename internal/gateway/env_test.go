@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/fencegate/fencegate/internal/upstream"
@@ -100,8 +101,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	gw.Start()
 	e.gw = gw
-	e.srv = httptest.NewServer(gw.Handler())
-	e.admin = httptest.NewServer(gw.AdminHandler())
+	e.srv = h1servertest.NewServer(gw.Handler())
+	e.admin = h1servertest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		e.srv.Close()
 		e.admin.Close()

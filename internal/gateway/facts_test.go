@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -58,8 +59,8 @@ func adminOver(t *testing.T, model string, reps []config.Replica) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Start()                                   // the first scrape, and with it the discovery, runs before Start returns
-	srv := httptest.NewServer(gw.AdminHandler()) // the replicas' detail
+	gw.Start()                                       // the first scrape, and with it the discovery, runs before Start returns
+	srv := h1servertest.NewServer(gw.AdminHandler()) // the replicas' detail
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return srv.URL
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/tidwall/gjson"
 	"go.uber.org/goleak"
@@ -61,7 +62,8 @@ func wantAPIError(t *testing.T, what, path string, status int, h http.Header, bo
 // Hostile requests on each API: every one is answered with a clear 4xx in that API's error
 // shape, nothing panics, nothing reaches a replica, and no goroutine is left behind.
 func TestHostileRequests(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	// The server's hangup watcher lives as long as the process, started by the first server.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/fencegate/fencegate/internal/h1server.(*hangupWatcher).run"))
 	func() {
 		s, err := sim.Start(sim.Config{Name: "sim-1", Model: "sim-model"})
 		if err != nil {
@@ -188,5 +190,5 @@ func newGatewayServer(t *testing.T, cfg *config.Config) (*gateway.Server, *httpt
 		t.Fatal(err)
 	}
 	gw.Start()
-	return gw, httptest.NewServer(gw.Handler())
+	return gw, h1servertest.NewServer(gw.Handler())
 }

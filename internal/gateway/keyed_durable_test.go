@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
 )
@@ -42,9 +42,7 @@ func TestKeyedWholeAnswerDurableBeforeItsEnd(t *testing.T) {
 	writes := &recordedWrites{}
 	st := &outcomeWatch{Store: store.NewMemory(), writes: writes, durable: make(chan int64, 1)}
 	e := newEnv(t, envOptions{replicas: 1, store: st, sim: func(_ int, c *sim.Config) { c.Task = sim.TaskEmbed }})
-	srv := httptest.NewUnstartedServer(e.gw.Handler())
-	srv.Listener = recordingListener{srv.Listener, writes}
-	srv.Start()
+	srv := h1servertest.Serve(recordingListener{listenLoopback(t), writes}, e.gw.Handler())
 	t.Cleanup(srv.Close)
 
 	const body = `{"model":"sim-model","input":["the first text to embed","the second text to embed"]}`

@@ -6,12 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/config"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/tidwall/gjson"
 )
@@ -96,7 +96,7 @@ func TestAdminListenerSplit(t *testing.T) {
 	}
 
 	loop := startTenantGW(t, tenantOptions{sims: sims, config: func(c *config.Config) { keys(c); c.AdminListen = "127.0.0.1:0" }})
-	loopAdmin := httptest.NewServer(loop.gw.AdminHandler())
+	loopAdmin := h1servertest.NewServer(loop.gw.AdminHandler())
 	t.Cleanup(loopAdmin.Close)
 	for _, p := range []string{"/metrics", "/readyz", "/debug/pprof/", "/admin"} {
 		check("public with admin_listen", loop.url+p, "GET", admin, 404)
@@ -110,7 +110,7 @@ func TestAdminListenerSplit(t *testing.T) {
 	check("loopback admin", loopAdmin.URL+"/v1/models", "GET", tenant, 404)
 
 	wide := startTenantGW(t, tenantOptions{sims: sims, config: func(c *config.Config) { keys(c); c.AdminListen = "0.0.0.0:0" }})
-	wideAdmin := httptest.NewServer(wide.gw.AdminHandler())
+	wideAdmin := h1servertest.NewServer(wide.gw.AdminHandler())
 	t.Cleanup(wideAdmin.Close)
 	for _, p := range []string{"/admin/refresh", "/admin/reload"} {
 		check("reachable admin", wideAdmin.URL+p, "POST", "", 401)

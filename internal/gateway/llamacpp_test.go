@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/llamatest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -61,7 +61,7 @@ func newLlamaEnv(t *testing.T, n int, change func(*config.Config)) *llamaEnv {
 		t.Fatal(err)
 	}
 	gw.Start()
-	e := &env{t: t, gw: gw, srv: httptest.NewServer(gw.Handler()), admin: httptest.NewServer(gw.AdminHandler())}
+	e := &env{t: t, gw: gw, srv: h1servertest.NewServer(gw.Handler()), admin: h1servertest.NewServer(gw.AdminHandler())}
 	t.Cleanup(func() {
 		e.srv.Close()
 		e.admin.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -56,7 +57,7 @@ func scriptedGateway(t *testing.T, engineURL string) openai.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	srv := httptest.NewServer(gw.Handler())
+	srv := h1servertest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)
 	return openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0))
 }

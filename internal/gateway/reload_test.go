@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -46,8 +46,8 @@ func newFileGateway(t *testing.T, yaml string, opt gateway.Options) *fileGateway
 		t.Fatal(err)
 	}
 	gw.Start()
-	srv := httptest.NewServer(gw.Handler())
-	admin := httptest.NewServer(gw.AdminHandler())
+	srv := h1servertest.NewServer(gw.Handler())
+	admin := h1servertest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() { srv.Close(); admin.Close(); gw.Close() })
 	e := &env{t: t, gw: gw, srv: srv, admin: admin}
 	e.client = openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))

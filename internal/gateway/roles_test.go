@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
 	"github.com/tidwall/gjson"
@@ -73,13 +74,13 @@ func startRoleGateway(t *testing.T, sims []*sim.Server, yaml string, st store.St
 	}
 	g.gw.Start()
 	h := g.gw.Handler()
-	g.public = httptest.NewServer(h)
+	g.public = h1servertest.NewServer(h)
 	// A client of another host, as the gateway sees it: the address is all that differs.
 	g.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.RemoteAddr = "203.0.113.7:40000"
 		h.ServeHTTP(w, r)
 	}))
-	g.admin = httptest.NewServer(g.gw.AdminHandler())
+	g.admin = h1servertest.NewServer(g.gw.AdminHandler())
 	t.Cleanup(func() { g.public.Close(); g.remote.Close(); g.admin.Close(); g.gw.Close() })
 	return g
 }

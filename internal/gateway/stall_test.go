@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -105,8 +106,8 @@ func TestStalledClientIsCutOffAndHarmsNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw.Start()
-	srv := httptest.NewServer(gw.Handler())
-	admin := httptest.NewServer(gw.AdminHandler()) // its /metrics
+	srv := h1servertest.NewServer(gw.Handler())
+	admin := h1servertest.NewServer(gw.AdminHandler()) // its /metrics
 	t.Cleanup(func() { srv.Close(); admin.Close(); gw.Close() })
 	e := &env{t: t, srv: srv, gw: gw, admin: admin}
 	e.client = openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))

@@ -3,10 +3,10 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -23,9 +23,7 @@ func TestStreamEndLeavesWithTheLastEvents(t *testing.T) {
 		return &wholeStreams{Conn: c}, nil
 	}})
 	writes := &recordedWrites{}
-	srv := httptest.NewUnstartedServer(e.gw.Handler())
-	srv.Listener = recordingListener{srv.Listener, writes}
-	srv.Start()
+	srv := h1servertest.Serve(recordingListener{listenLoopback(t), writes}, e.gw.Handler())
 	t.Cleanup(srv.Close)
 
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(streamBody("hello", 5)))
@@ -72,4 +70,14 @@ func (c *wholeStreams) Read(p []byte) (int, error) {
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
 	return n, nil
+}
+
+// listenLoopback opens a listener on a free loopback port.
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }

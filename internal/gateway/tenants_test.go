@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/limits/redistest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/store"
@@ -116,8 +116,8 @@ func startTenantGW(t *testing.T, o tenantOptions) *tenantGW {
 	if o.admin {
 		h = gw.AdminHandler()
 	}
-	srv := httptest.NewServer(h)
-	adminSrv := httptest.NewServer(gw.AdminHandler())
+	srv := h1servertest.NewServer(h)
+	adminSrv := h1servertest.NewServer(gw.AdminHandler())
 	t.Cleanup(func() {
 		srv.Close()
 		adminSrv.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -45,7 +46,7 @@ func TestTokenizeNeverBlocksTheRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
+	srv := h1servertest.NewServer(gw.Handler())
 	defer func() { srv.Close(); gw.Close() }()
 	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0))
 	// About 100 tokens by the estimate: close enough to the limit to ask for a count.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -81,7 +82,7 @@ func toolGateway(t *testing.T, engineURL string) (openai.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
+	srv := h1servertest.NewServer(gw.Handler())
 	t.Cleanup(func() { srv.Close(); gw.Close() })
 	return openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0)), srv.URL
 }

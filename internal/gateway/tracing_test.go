@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
+	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -53,7 +54,7 @@ func TestSpansOfARerunRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
+	srv := h1servertest.NewServer(gw.Handler())
 	defer func() { srv.Close(); gw.Close() }()
 
 	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
