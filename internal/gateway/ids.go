@@ -32,8 +32,9 @@ func (s *Server) newRequestID() string {
 	return "req_" + ulid.MustNew(ulid.Timestamp(s.now()), rand.Reader).String()
 }
 
-// writeDeadliner is the response writer of net/http's server, which sets its connection's
-// write deadline itself: reached without http.NewResponseController, which allocates.
+// writeDeadliner is the response writer of the HTTP servers (the gateway's own and
+// net/http's), which sets its connection's write deadline itself: reached without
+// http.NewResponseController, which allocates.
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // withRequestID gives every response an X-Request-Id, set before anything else is written,

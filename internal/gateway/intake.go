@@ -41,9 +41,11 @@ func jsonContentType(r *http.Request) bool {
 // is refused unread, and its connection closed after the answer.
 //
 // The read deadline is set on the connection for the body only and cleared once the body
-// is in (a body that failed leaves it: its connection is closed after the answer): net/http keeps reading a connection in the background while a handler runs, to
-// notice a client that leaves, and a deadline left on it would end a long stream as if its
-// client had gone.
+// is in (a body that failed leaves it: its connection is closed after the answer). Under
+// net/http's server (TLS listeners), which keeps reading a connection in the background
+// while a handler runs to notice a client that leaves, a deadline left on it would end a
+// long stream as if its client had gone; the gateway's own server waits for the next
+// request under a deadline of its own.
 func readRequest(w http.ResponseWriter, r *http.Request, cfg *config.Config, ep openai.Endpoint, promptPrefix int) (*openai.Request, openai.Members, bool) {
 	id := requestID(r)
 	if !jsonContentType(r) {

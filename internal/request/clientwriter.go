@@ -153,8 +153,9 @@ func (cw *clientWriter) write(b []byte) {
 func (cw *clientWriter) flush() { cw.send(true) }
 
 // finish ends what the owner writes. With last, what is written is handed to the response
-// writer but not flushed: the handler is about to return, and net/http then writes it
-// with the response's end (for a stream, the chunked body's last chunk) in one write.
+// writer but not flushed: the handler is about to return, and the server (the gateway's
+// own, or net/http's) then writes it with the response's end (for a stream, the chunked
+// body's last chunk) in one write.
 // Otherwise it flushes, as after any batch.
 func (cw *clientWriter) finish(last bool) { cw.send(!last) }
 

@@ -207,7 +207,7 @@ func (rn *Run) Serve() End {
 		}
 	}
 	// When nothing is left to read before the handler returns, the last events are not
-	// flushed here: net/http writes them with the chunked body's end, in one write
+	// flushed here: the server writes them with the chunked body's end, in one write
 	// (clientWriter.finish). teardown, which runs first, then waits for nothing.
 	rn.cw.finish(rn.nothingLeftToRead())
 	return rn.rec.end
@@ -285,7 +285,7 @@ func (rn *Run) onControls() {
 }
 
 // clientGone is the event of the client going away. A write that hit its deadline also
-// cancels the request's context (net/http does so on any write error), so however the
+// cancels the request's context (both servers do so on any write error), so however the
 // owner learns of it, the write error says whether the client stalled or left.
 func (rn *Run) clientGone() failover.Event {
 	rn.owner.check()
