@@ -22,7 +22,6 @@ import (
 	"github.com/fencegate/fencegate/internal/h1server"
 	"github.com/fencegate/fencegate/internal/logging"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/netutil"
 )
 
 // serveHelp and serveEnvHelp frame serve's flags in `fencegate serve --help`.
@@ -241,7 +240,7 @@ func listen(addr string, maxConns int) (net.Listener, error) {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	if maxConns > 0 {
-		ln = netutil.LimitListener(ln, maxConns)
+		ln = h1server.LimitListener(ln, maxConns)
 	}
 	return ln, nil
 }

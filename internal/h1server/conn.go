@@ -136,6 +136,11 @@ func (c *conn) serve() {
 	}()
 	if hangups.add(c) {
 		defer hangups.remove(c)
+	} else if hangups.available() {
+		c.s.unwatched.Do(func() {
+			c.s.log().Warn("h1server: connections of this listener cannot be watched (no socket behind them): a client that leaves is noticed only when a write to it fails",
+				"listener_conn", fmt.Sprintf("%T", c.nc))
+		})
 	}
 	for first := true; ; first = false {
 		if !c.awaitRequest(first) {

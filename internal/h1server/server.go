@@ -28,11 +28,12 @@ type Server struct {
 	// accept. Nil: slog.Default().
 	Log *slog.Logger
 
-	shutdown atomic.Bool
-	mu       sync.Mutex
-	closed   chan struct{} // closed by Close
-	lns      map[net.Listener]struct{}
-	conns    map[*conn]struct{}
+	unwatched sync.Once // the warning that a listener's connections cannot be watched
+	shutdown  atomic.Bool
+	mu        sync.Mutex
+	closed    chan struct{} // closed by Close
+	lns       map[net.Listener]struct{}
+	conns     map[*conn]struct{}
 }
 
 // Available reports whether this platform has what Serve needs to notice a client that
