@@ -44,6 +44,9 @@ type conn struct {
 	// watchID is the connection's registration with the hangup watcher (0: none).
 	watchID uint64
 	peek    [1]byte // the idle wait's look at the socket
+	// waitFn is the idle wait's callback, made once; waited: it has looked at the socket.
+	waitFn func(fd uintptr) bool
+	waited bool
 
 	mu sync.Mutex
 	// cancel ends the running request's context (nil between requests).

@@ -113,21 +113,32 @@ func (c *conn) unreadBytes() bool {
 }
 
 // waitReadable waits, holding no buffer, until the client has sent something (or closed,
-// or the read deadline passed: the error then).
+// or the read deadline passed: the error then). The socket is looked at once; after the
+// runtime's poller has found it readable it is not looked at again, since the read that
+// follows costs a system call anyway (and waits again, should the readiness have been
+// spurious).
 func (c *conn) waitReadable() error {
 	if c.raw == nil {
 		return nil
 	}
-	return c.raw.Read(func(fd uintptr) bool {
-		for {
-			_, _, err := unix.Recvfrom(int(fd), c.peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			switch err {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				return false
+	if c.waitFn == nil {
+		c.waitFn = func(fd uintptr) bool {
+			if c.waited {
+				return true
 			}
-			return true
+			c.waited = true
+			for {
+				_, _, err := unix.Recvfrom(int(fd), c.peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+				switch err {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false
+				}
+				return true
+			}
 		}
-	})
+	}
+	c.waited = false
+	return c.raw.Read(c.waitFn)
 }
