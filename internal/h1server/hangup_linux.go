@@ -4,6 +4,7 @@ package h1server
 
 import (
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,8 +129,11 @@ func (c *conn) waitReadable() error {
 			}
 			c.waited = true
 			for {
-				_, _, err := unix.Recvfrom(int(fd), c.peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-				switch err {
+				// recvfrom(2) directly: unix.Recvfrom allocates the peer's address on every
+				// call, which a connected socket never fills. MSG_DONTWAIT: it cannot block.
+				_, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peek[0])), 1,
+					unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+				switch errno {
 				case unix.EINTR:
 					continue
 				case unix.EAGAIN:
