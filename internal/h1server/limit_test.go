@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"testing"
 )
 
@@ -28,32 +27,45 @@ func TestLimitListenerConnectionsAreWatched(t *testing.T) {
 	}
 }
 
-// Past its bound, LimitListener leaves a new connection unaccepted until one closes.
+// Past its bound, LimitListener takes no new connection until one closes: with a bound
+// of one, the accepted connection holds the only place, its Close gives it back, and the
+// connection that waited is accepted then.
 func TestLimitListenerBoundsOpenConnections(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan string, 2)
-	ts := startServerOn(t, LimitListener(ln, 1), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served <- r.URL.Path
-	}))
-	first := dialRaw(t, ts.addr)
-	first.send(get("/first"))
-	if p := recv(t, served, "the first request"); p != "/first" {
-		t.Fatalf("served %s", p)
+	l := LimitListener(ln, 1).(*limitListener)
+	defer l.Close()
+	for range 2 { // both connect: the kernel's backlog holds them until they are accepted
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
 	}
-	first.response(http.MethodGet)
-	second := dialRaw(t, ts.addr) // connected by the kernel, not accepted
-	second.send(get("/second"))
-	select {
-	case p := <-served:
-		t.Fatalf("%s was served while the first connection held the only place", p)
-	default:
+	first, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if n := len(l.sem); n != 1 {
+		t.Fatalf("after one accept %d places are taken, want 1 (the bound)", n)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			t.Errorf("second accept: %v", err)
+		}
+		accepted <- c
+	}()
 	first.Close()
-	if p := recv(t, served, "the second request once the first connection closed"); p != "/second" {
-		t.Fatalf("served %s", p)
+	second := recv(t, accepted, "the waiting connection to be accepted once the first closed")
+	if n := len(l.sem); n != 1 {
+		t.Errorf("after the first closed and the second was accepted %d places are taken, want 1", n)
 	}
-	second.response(http.MethodGet)
+	second.Close()
+	if n := len(l.sem); n != 0 {
+		t.Errorf("with every connection closed %d places are taken, want 0", n)
+	}
 }
