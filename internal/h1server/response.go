@@ -169,11 +169,16 @@ func (w *response) releaseBuffer() {
 	if w.out == nil {
 		return
 	}
-	if cap(*w.out) <= 2*writeBufferSize {
-		*w.out = (*w.out)[:0]
-		writePool.Put(w.out)
-	}
+	putWriteBuffer(w.out)
 	w.out = nil
+}
+
+// putWriteBuffer gives b back to the pool (one grown past twice its size is dropped).
+func putWriteBuffer(b *[]byte) {
+	if cap(*b) <= 2*writeBufferSize {
+		*b = (*b)[:0]
+		writePool.Put(b)
+	}
 }
 
 func (w *response) Flush() { w.FlushError() }
@@ -349,10 +354,9 @@ func (w *response) commit(final bool, next []byte) {
 		head = append(head, "0\r\n\r\n"...)
 	}
 	*b = head
-	w.releaseBuffer()
+	w.releaseBuffer() // the body is in head now
 	w.send(head)
-	w.out = b
-	w.releaseBuffer()
+	putWriteBuffer(b)
 }
 
 // keepAlive10 reports whether an HTTP/1.0 request asked to keep its connection.
@@ -434,7 +438,6 @@ func (w *response) finish(body *requestBody) (keep, linger bool) {
 	} else {
 		w.flushOut(true)
 	}
-	w.releaseBuffer()
 	w.c.nc.SetWriteDeadline(time.Time{})
 	if w.declared != -1 && !w.head && w.bodyAllowed() && w.written != w.declared {
 		w.closeAfter = true // fewer bytes than declared: the client waits for the rest

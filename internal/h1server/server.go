@@ -96,34 +96,30 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) trackListener(ln net.Listener, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !add {
-		delete(s.lns, ln)
-		return true
-	}
-	if s.shutdown.Load() {
-		return false
-	}
-	if s.lns == nil {
-		s.lns = make(map[net.Listener]struct{})
-	}
-	s.lns[ln] = struct{}{}
-	return true
+	return track(&s.lns, ln, add, s.shutdown.Load())
 }
 
 func (s *Server) trackConn(c *conn, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return track(&s.conns, c, add, s.shutdown.Load())
+}
+
+// track adds k to the set *m, or removes it; an addition is refused (false) once the
+// server is shutting down, so that Shutdown and Close find every listener and connection
+// that got in before them. Callers hold mu.
+func track[K comparable](m *map[K]struct{}, k K, add, shuttingDown bool) bool {
 	if !add {
-		delete(s.conns, c)
+		delete(*m, k)
 		return true
 	}
-	if s.shutdown.Load() {
+	if shuttingDown {
 		return false
 	}
-	if s.conns == nil {
-		s.conns = make(map[*conn]struct{})
+	if *m == nil {
+		*m = make(map[K]struct{})
 	}
-	s.conns[c] = struct{}{}
+	(*m)[k] = struct{}{}
 	return true
 }
 
