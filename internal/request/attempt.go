@@ -59,6 +59,9 @@ type Attempt struct {
 	// agent is the replica's agent (nil in direct mode); epoch the attempt's lease epoch.
 	agent Agent
 	epoch uint64
+	// req is the engine request the owner sends itself at the top of its loop (send.go),
+	// nil once sent.
+	req *upstream.Request
 }
 
 // Replica is the replica the attempt runs on.

@@ -73,6 +73,10 @@ func (rn *Run) readInline(a *Attempt) {
 	// The bytes are read into the connection's own buffer and stay there until the next
 	// read, which comes after the client is flushed: the decoder reads the events in
 	// place, and a stream waiting for its next token holds no buffer of its own.
+	if !resp.HeadRead() {
+		rn.readHeadInline(a, resp)
+		return
+	}
 	b, err := resp.Next()
 	if len(b) > 0 {
 		now := rn.now()
@@ -89,19 +93,26 @@ func (rn *Run) readInline(a *Attempt) {
 	switch {
 	case err == nil:
 	case errors.Is(err, upstream.ErrWoken):
-		if resp.Woken() {
-			rn.pollOthers()
-		} else if !rn.armedAt.IsZero() {
-			// The machine's deadline: what the timer does in the select loop.
-			rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
-			rn.step(failover.Event{Kind: failover.EvTick})
-		}
+		rn.onWoken(resp)
 	default:
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 		rn.leaveInline(a)
 		rn.onUpstream(upMsg{a: a, kind: upEnd, err: err})
+	}
+}
+
+// onWoken answers a wait on the engine that ended with nothing read: a wake (the inbox,
+// the client leaving) or the machine's deadline, which is stepped as the timer would be in
+// the select loop.
+func (rn *Run) onWoken(resp *upstream.Response) {
+	rn.owner.check()
+	if resp.Woken() {
+		rn.pollOthers()
+	} else if !rn.armedAt.IsZero() {
+		rn.armedAt, rn.wakeAt = time.Time{}, time.Time{}
+		rn.step(failover.Event{Kind: failover.EvTick})
 	}
 }
 

@@ -54,12 +54,22 @@ type reader struct {
 	readers *sync.WaitGroup
 }
 
-// startReader sends req for attempt a in a new goroutine.
+// startReader sends req for attempt a: a streamed answer's request that goes out in one
+// write is sent by the owner itself, at its loop's next turn (send.go); any other in a new
+// goroutine, the attempt's reader.
 func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 	rn.owner.check()
+	if rn.p.Req.Stream && req.OneWrite() && rn.atts.send == nil {
+		a.req, rn.atts.send = req, a
+		return
+	}
+	go rn.newReader(a).read(req)
+}
+
+// newReader counts a reader of attempt a; it must run.
+func (rn *Run) newReader(a *Attempt) reader {
 	rn.atts.readers.Add(1)
-	r := reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
-	go r.read(req)
+	return reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
 }
 
 // read sends the attempt's request and reports what comes back. A streamed answer is
@@ -80,8 +90,8 @@ func (r reader) read(req *upstream.Request) {
 	}
 	switch {
 	case resp.Status != http.StatusOK:
-		body, _ := io.ReadAll(io.LimitReader(resp, maxEngineErrorBody))
-		r.report(upMsg{kind: upStatus, status: resp.Status, header: resp.Header.HTTP(), body: body})
+		r.readRefusal(resp)
+		return
 	case !r.stream:
 		body, err := io.ReadAll(io.LimitReader(resp, maxEngineBody+1))
 		if err == nil && len(body) > maxEngineBody {
@@ -98,6 +108,21 @@ func (r reader) read(req *upstream.Request) {
 		}
 	}
 	closeResponse(r.a, resp)
+}
+
+// readRefusal reads the body of an engine's refusal (any status but 200), bounded, and
+// reports it.
+func (r reader) readRefusal(resp *upstream.Response) {
+	body, _ := io.ReadAll(io.LimitReader(resp, maxEngineErrorBody))
+	r.report(upMsg{kind: upStatus, status: resp.Status, header: resp.Header.HTTP(), body: body})
+	closeResponse(r.a, resp)
+}
+
+// takeRefusal reads, in a goroutine of its own, a refusal whose head the owner read
+// (send.go), so that the owner does not wait on its body.
+func (r reader) takeRefusal(resp *upstream.Response) {
+	defer r.readers.Done()
+	r.readRefusal(resp)
 }
 
 // report hands m to the owner, or drops it once the attempt has ended (the owner no longer

@@ -92,6 +92,8 @@ type attempts struct {
 	// when it waits on its channels; poll: its next turn looks at the inbox first.
 	inline *Attempt
 	poll   bool
+	// send is the attempt whose request the owner sends at its loop's next turn (send.go).
+	send *Attempt
 	// up carries the readers' reports; readers counts the readers still running.
 	up      chan upMsg
 	readers sync.WaitGroup
@@ -185,6 +187,10 @@ func (rn *Run) Serve() End {
 		if rn.cw.err != nil {
 			rn.step(rn.clientGone())
 			break
+		}
+		if a := rn.atts.send; a != nil {
+			rn.sendInline(a)
+			continue
 		}
 		if a := rn.atts.inline; a != nil {
 			rn.readInline(a)

@@ -123,19 +123,33 @@ func (c *Client) CloseIdle() { c.pool.closeAll() }
 // A nil error means the whole request was written. Cancelling ctx interrupts Do and any
 // Read of the body at once (the connection is closed); the error then carries ctx.Err().
 func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
+	r, err := c.Send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ReadHead(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Send is Do's first half: it writes req and returns its response before anything of it
+// was read. ReadHead reads the status line and header; until it has returned nil, the
+// response has neither, and its body may not be read. A nil error means the whole request
+// was written. A caller that must go on answering other events while the engine is slow
+// to answer (a request's owner) calls EnableWake and then ReadHead, which a wake ends with
+// ErrWoken and which may be called again.
+func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 	t, err := parseBase(req.Base)
 	if err != nil {
 		return nil, err
 	}
+	// The write buffer goes back as soon as the request is written, not when the head
+	// has come: a stream whose engine is slow to answer holds no buffer of the client's.
 	wb := writeBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*wb) <= maxPooledWB {
-			*wb = (*wb)[:0]
-			writeBufs.Put(wb)
-		}
-	}()
 	head, err := appendHead((*wb)[:0], req, t.host)
 	if err != nil {
+		putWriteBuffer(wb)
 		return nil, err
 	}
 	inline := req.bodySize() <= inlineBody
@@ -147,6 +161,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	}
 	*wb = head
 	if err := ctx.Err(); err != nil {
+		putWriteBuffer(wb)
 		return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
 	}
 	cn := c.pool.get(req.Base)
@@ -154,22 +169,23 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 		cn.take()
 	} else {
 		if cn, err = c.dial(ctx, req.Base, t); err != nil {
+			putWriteBuffer(wb)
 			return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
 		}
 	}
-	r := &Response{ContentLength: -1, c: c, cn: cn, ctx: ctx, addr: t.addr, reuse: !req.Close}
+	r := &Response{ContentLength: -1, c: c, cn: cn, ctx: ctx, addr: t.addr, reuse: !req.Close,
+		headPending: true, isHEAD: req.Method == "HEAD"}
 	if ctx.Done() != nil {
 		r.stop = context.AfterFunc(ctx, cn.abort)
 	}
-	if n, err := write(cn, head, req, inline); err != nil {
+	n, err := write(cn, head, req, inline)
+	putWriteBuffer(wb)
+	if err != nil {
 		sent := SentPart
 		if n == 0 {
 			sent = SentNothing
 		}
 		return nil, r.fail(OpWrite, sent, err)
-	}
-	if err := r.readHead(req.Method == "HEAD"); err != nil {
-		return nil, err
 	}
 	return r, nil
 }

@@ -36,6 +36,11 @@ type Request struct {
 	Close bool
 }
 
+// OneWrite reports whether the request goes out in one write, its body copied after its
+// head: a body of at most 16 KiB. Such a write fits an idle connection's socket buffer,
+// so Send does not wait on the engine reading it.
+func (req *Request) OneWrite() bool { return req.bodySize() <= inlineBody }
+
 // bodySize is the length of Body and More together.
 func (req *Request) bodySize() int {
 	n := len(req.Body)
@@ -154,6 +159,14 @@ func validTarget(p string) bool {
 // copied after the head and the two go out in one write; a larger one is written from the
 // caller's slice, after the head.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// putWriteBuffer gives a write buffer back to writeBufs, unless a large body grew it.
+func putWriteBuffer(wb *[]byte) {
+	if cap(*wb) <= maxPooledWB {
+		*wb = (*wb)[:0]
+		writeBufs.Put(wb)
+	}
+}
 
 const (
 	inlineBody  = 16 << 10

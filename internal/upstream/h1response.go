@@ -38,20 +38,49 @@ type Response struct {
 	wake wakeState
 	// clearDeadline: Drain set a read deadline, which a pooled connection must not keep.
 	clearDeadline bool
+	// headPending: Send wrote the request and the final head has not been read yet
+	// (ReadHead); received counts the bytes that arrived for it so far and interim the 1xx
+	// responses skipped, across the calls a wake cuts short.
+	headPending bool
+	isHEAD      bool
+	received    int
+	interim     int
 }
 
-// readHead reads the response head, skipping 1xx interim responses, and prepares the
-// body's decoder. A response without a body ends the exchange at once.
-func (r *Response) readHead(isHEAD bool) error {
+// ReadHead reads the response's head, skipping 1xx interim responses, and prepares the
+// body's decoder; a response without a body ends the exchange at once. Once the head is
+// read it returns nil at once. With EnableWake called, a wait cut short by Wake or the
+// deadline of SetWakeAt returns ErrWoken, keeping what arrived of the head, and ReadHead
+// may be called again.
+func (r *Response) ReadHead() error {
+	if !r.headPending {
+		return r.err
+	}
+	if err := r.readHead(); err != nil {
+		return err
+	}
+	r.headPending = false
+	return nil
+}
+
+// HeadRead reports whether the head has been read (ReadHead returned nil).
+func (r *Response) HeadRead() bool { return !r.headPending && r.err == nil }
+
+// readHead is ReadHead's work.
+func (r *Response) readHead() error {
+	if r.err != nil {
+		return r.err
+	}
 	cn := r.cn
-	received := 0 // bytes of any response that arrived for this request
-	for interim := 0; ; interim++ {
-		n, err := r.nextHead(&received)
+	for ; ; r.interim++ {
+		n, err := r.nextHead(&r.received)
 		if err != nil {
 			switch {
-			case received == 0 && cn.reused && closedIdle(err):
+			case r.woke(err):
+				return ErrWoken
+			case r.received == 0 && cn.reused && closedIdle(err):
 				err = errors.Join(ErrServerClosedIdle, err)
-			case received > 0 && errors.Is(err, io.EOF):
+			case r.received > 0 && errors.Is(err, io.EOF):
 				err = io.ErrUnexpectedEOF
 			}
 			return r.fail(OpReadHead, SentAll, err)
@@ -62,13 +91,13 @@ func (r *Response) readHead(isHEAD bool) error {
 		}
 		cn.r += n
 		if h.status >= 200 {
-			r.setHead(h, isHEAD)
+			r.setHead(h, r.isHEAD)
 			return nil
 		}
 		if h.status == 101 {
 			return r.fail(OpReadHead, SentAll, &ProtocolError{What: "101 Switching Protocols to a request that asked for no upgrade"})
 		}
-		if interim == maxInterim {
+		if r.interim == maxInterim {
 			return r.fail(OpReadHead, SentAll, &ProtocolError{What: "more than " + strconv.Itoa(maxInterim) + " 1xx responses"})
 		}
 	}
@@ -146,6 +175,9 @@ func (r *Response) setHead(h responseHead, isHEAD bool) {
 func (r *Response) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
+	}
+	if r.headPending {
+		return 0, errHeadPending
 	}
 	if r.cn == nil {
 		return 0, io.EOF
@@ -228,6 +260,9 @@ func (r *Response) Next() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if r.headPending {
+		return nil, errHeadPending
+	}
 	if r.cn == nil {
 		return nil, io.EOF
 	}
@@ -284,6 +319,9 @@ func (r *Response) Buffered() bool { return r.err == nil && r.cn != nil && r.cn.
 // Close). No buffer of the caller's and no timer: the bytes are read in the connection's
 // own buffer, under a read deadline that the connection does not keep.
 func (r *Response) Drain(max int64, deadline time.Time) error {
+	if r.headPending {
+		return errHeadPending
+	}
 	if r.err == nil && r.cn != nil && !r.body.done {
 		r.cn.nc.SetReadDeadline(deadline)
 		r.clearDeadline = true
@@ -301,6 +339,9 @@ func (r *Response) Drain(max int64, deadline time.Time) error {
 		}
 	}
 }
+
+// errHeadPending: the body was read before ReadHead returned nil (a caller's mistake).
+var errHeadPending = errors.New("upstream: response body read before its head")
 
 // errDrainTooLong: more of the body was left than Drain would read.
 var errDrainTooLong = errors.New("upstream: more of the body left than Drain reads")

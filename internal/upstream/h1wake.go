@@ -82,10 +82,14 @@ func (r *Response) SetWakeAt(t time.Time) {
 	r.cn.nc.SetReadDeadline(t)
 }
 
-// woke reports whether err, from a read of the body, is the end of a wait set by Wake or
-// SetWakeAt rather than a failure of the connection.
+// woke reports whether err, from a read of the head or the body, is the end of a wait set
+// by Wake or SetWakeAt rather than a failure of the connection: a deadline error while no
+// Wake is pending and the reader's own time has not come is not a wake of ours.
 func (r *Response) woke(err error) bool {
 	if !r.wake.on || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	if !r.wake.woken.Load() && (r.wake.at.IsZero() || time.Now().Before(r.wake.at)) {
 		return false
 	}
 	r.wake.stale = true
