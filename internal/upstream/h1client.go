@@ -144,22 +144,15 @@ func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The write buffer goes back as soon as the request is written, not when the head
-	// has come: a stream whose engine is slow to answer holds no buffer of the client's.
-	wb := writeBufs.Get().(*[]byte)
-	head, err := appendHead((*wb)[:0], req, t.host)
+	// The request is checked before anything is dialled, but a write buffer is held only
+	// while a connection is at hand: a dial can wait (a burst of new streams, a far
+	// replica), and the buffer goes back as soon as the request is written, not when the
+	// head has come.
+	inline := req.OneWrite()
+	wb, head, err := buildRequest(req, t.host, inline)
 	if err != nil {
-		putWriteBuffer(wb)
 		return nil, err
 	}
-	inline := req.bodySize() <= inlineBody
-	if inline {
-		head = append(head, req.Body...)
-		for _, p := range req.More {
-			head = append(head, p...)
-		}
-	}
-	*wb = head
 	if err := ctx.Err(); err != nil {
 		putWriteBuffer(wb)
 		return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
@@ -168,10 +161,11 @@ func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 	if cn != nil {
 		cn.take()
 	} else {
+		putWriteBuffer(wb)
 		if cn, err = c.dial(ctx, req.Base, t); err != nil {
-			putWriteBuffer(wb)
 			return nil, &Error{Op: OpDial, Addr: t.addr, Err: err}
 		}
+		wb, head, _ = buildRequest(req, t.host, inline) // checked above
 	}
 	r := &Response{ContentLength: -1, c: c, cn: cn, ctx: ctx, addr: t.addr, reuse: !req.Close,
 		headPending: true, isHEAD: req.Method == "HEAD"}

@@ -160,6 +160,25 @@ func validTarget(p string) bool {
 // caller's slice, after the head.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
+// buildRequest writes req's head, and its body when it goes out in the same write
+// (inline), into a buffer of writeBufs, which the caller gives back with putWriteBuffer.
+func buildRequest(req *Request, host string, inline bool) (*[]byte, []byte, error) {
+	wb := writeBufs.Get().(*[]byte)
+	head, err := appendHead((*wb)[:0], req, host)
+	if err != nil {
+		putWriteBuffer(wb)
+		return nil, nil, err
+	}
+	if inline {
+		head = append(head, req.Body...)
+		for _, p := range req.More {
+			head = append(head, p...)
+		}
+	}
+	*wb = head
+	return wb, head, nil
+}
+
 // putWriteBuffer gives a write buffer back to writeBufs, unless a large body grew it.
 func putWriteBuffer(wb *[]byte) {
 	if cap(*wb) <= maxPooledWB {
