@@ -115,36 +115,71 @@ var (
 	}
 )
 
-// batchPlanner collects one round.
+// batchPlanner collects one round. The rows' values of every round of a batch go into
+// one buffer per statement kind (creates, attempts, updates), a round's statements taking
+// the part after the previous round's; planners are pooled with those buffers, so that
+// a batch writes its values into room the batches before it made: boxed values and the
+// buffers' growth were otherwise the largest part of the journal's garbage, which the
+// heap carries until the next collection (docs/performance.md).
 type batchPlanner struct {
 	anon     bool
 	stmts    []sqlStmt
 	creates  []any // requestColumnCount values per row
 	attempts []any // attemptColumnCount values per row
 	updates  []any // updateRowColumnCount values per row, when anon (SQLite)
+	// from are where the current round's values start in creates, attempts and updates.
+	from     [3]int
 	ordered  []sqlStmt
 	created  map[string]struct{}
 	updated  map[string]struct{}
 	upserted map[string]struct{}
 }
 
-// batchStmts returns the statements of muts (see above); anon is passed to
-// multiRowInsert.text.
-func batchStmts(muts []Mutation, anon bool) []sqlStmt {
-	p := batchPlanner{
-		anon:     anon,
+// planners pools batchPlanners between batches (see batchPlanner).
+var planners = sync.Pool{New: func() any {
+	return &batchPlanner{
 		stmts:    make([]sqlStmt, 0, 8),
 		created:  make(map[string]struct{}),
 		updated:  make(map[string]struct{}),
 		upserted: make(map[string]struct{}),
 	}
+}}
+
+// maxPooledValues bounds the value buffers a pooled planner keeps: a burst's batch does
+// not pin its room for good.
+const maxPooledValues = 64 * maxRowsPerStmt * requestColumnCount
+
+// planBatch returns a planner holding the statements of muts (see above, p.stmts); anon
+// is passed to multiRowInsert.text. Once the statements were executed, release gives the
+// planner back.
+func planBatch(muts []Mutation, anon bool) *batchPlanner {
+	p := planners.Get().(*batchPlanner)
+	p.anon = anon
 	for _, m := range muts {
 		p.add(m)
 	}
 	p.endRound()
-	return p.stmts
+	return p
 }
 
+// release drops what the planner refers to (the statements' values) and pools it.
+func (p *batchPlanner) release() {
+	clear(p.stmts)
+	clear(p.creates)
+	clear(p.attempts)
+	clear(p.updates)
+	clear(p.ordered)
+	if cap(p.creates)+cap(p.attempts)+cap(p.updates) > maxPooledValues {
+		return
+	}
+	p.stmts, p.ordered = p.stmts[:0], p.ordered[:0]
+	p.creates, p.attempts, p.updates = p.creates[:0], p.attempts[:0], p.updates[:0]
+	p.from = [3]int{}
+	planners.Put(p)
+}
+
+// add puts m in the round, ending the round first when m must come after one of its
+// mutations.
 func (p *batchPlanner) add(m Mutation) {
 	switch m := m.(type) {
 	case CreateRequest:
@@ -187,11 +222,13 @@ func (p *batchPlanner) add(m Mutation) {
 
 // endRound emits the round's statements and starts an empty one.
 func (p *batchPlanner) endRound() {
-	p.stmts = appendMultiRow(p.stmts, createRequestsInsert, p.creates, p.anon)
-	p.stmts = appendMultiRow(p.stmts, upsertAttemptsInsert, p.attempts, p.anon)
-	p.stmts = appendMultiRow(p.stmts, updateRowsUpdate, p.updates, p.anon)
+	p.stmts = appendMultiRow(p.stmts, createRequestsInsert, p.creates[p.from[0]:], p.anon)
+	p.stmts = appendMultiRow(p.stmts, upsertAttemptsInsert, p.attempts[p.from[1]:], p.anon)
+	p.stmts = appendMultiRow(p.stmts, updateRowsUpdate, p.updates[p.from[2]:], p.anon)
 	p.stmts = append(p.stmts, p.ordered...)
-	p.creates, p.attempts, p.updates, p.ordered = nil, nil, nil, nil
+	p.from = [3]int{len(p.creates), len(p.attempts), len(p.updates)}
+	clear(p.ordered)
+	p.ordered = p.ordered[:0]
 	clear(p.created)
 	clear(p.updated)
 	clear(p.upserted)

@@ -145,8 +145,9 @@ func (s *sqlStore) Apply(ctx context.Context, muts []Mutation) error {
 			return fmt.Errorf("store: %s: apply: mutation %d: %w", s.name, i, err)
 		}
 	}
-	stmts := batchStmts(muts, s.b.anonParams())
-	err := s.b.applyBatch(ctx, stmts)
+	plan := planBatch(muts, s.b.anonParams())
+	err := s.b.applyBatch(ctx, plan.stmts)
+	plan.release()
 	if err != nil {
 		return fmt.Errorf("store: %s: apply %d mutations: %w", s.name, len(muts), err)
 	}
