@@ -3,6 +3,7 @@ package request
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -195,7 +196,7 @@ func (rn *Run) upstreamRequest(a *Attempt, body engineBody) *upstream.Request {
 	rn.owner.check()
 	// The gateway's own fields; the client's are passed on as they are, but for the
 	// hop-by-hop ones and those the gateway sets (upstream.Request.Pass).
-	h := make(http.Header, 8)
+	h := engineHeaders.Get().(http.Header)
 	h["Content-Type"] = jsonContentType
 	if rn.p.Req.Stream {
 		h["Accept"] = eventStreamAccept
@@ -215,6 +216,19 @@ func (rn *Run) upstreamRequest(a *Attempt, body engineBody) *upstream.Request {
 		req.More = body.parts[1:]
 	}
 	return req
+}
+
+// engineHeaders pools the header maps of engine requests: a map is needed only until its
+// request is written, and pooled it is the same map, buckets and all, for the next one.
+var engineHeaders = sync.Pool{New: func() any { return make(http.Header, 8) }}
+
+// releaseHeader gives req's header map back to engineHeaders once req was written (or
+// failed to be): nothing reads it after.
+func releaseHeader(req *upstream.Request) {
+	h := req.Header
+	req.Header = nil
+	clear(h)
+	engineHeaders.Put(h)
 }
 
 // endAttempt is the one place an attempt is torn down (the machine's ActEndAttempt): its

@@ -84,6 +84,7 @@ func (rn *Run) newReader(a *Attempt) reader {
 func (r reader) read(req *upstream.Request) {
 	defer r.readers.Done()
 	resp, err := r.client.Do(r.a.ctx, req)
+	releaseHeader(req)
 	if err != nil {
 		r.report(upMsg{kind: upFailed, err: err})
 		return

@@ -24,9 +24,11 @@ func (rn *Run) sendInline(a *Attempt) {
 	req := a.req
 	rn.atts.send, a.req = nil, nil
 	if !rn.live(a) {
+		releaseHeader(req)
 		return // ended before it went out: nothing was sent
 	}
 	resp, err := rn.srv.Attempts().Send(a.ctx, req)
+	releaseHeader(req)
 	if err != nil {
 		rn.onUpstream(upMsg{a: a, kind: upFailed, err: err})
 		return
