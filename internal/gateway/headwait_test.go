@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,18 @@ func TestDeclaredDeadWakesHeadWait(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the request never reached an engine")
 	}
+	// The owner waits for the head itself: no reader goroutine stands between it and the
+	// engine (the request's body fits one write).
+	// (The engine has the request, so the write is over; the owner may still be on its way
+	// from it to the wait.)
+	stacks := allStacks()
+	for !strings.Contains(stacks, "request.(*Run).readHeadInline") && ctx.Err() == nil {
+		runtime.Gosched()
+		stacks = allStacks()
+	}
+	if !strings.Contains(stacks, "request.(*Run).readHeadInline") || strings.Contains(stacks, "request.reader.read") {
+		t.Fatalf("while the engine sends no head, the owner should wait for it in readHeadInline, with no reader goroutine; goroutines:\n%s", stacks)
+	}
 	for _, replica := range []string{"sim-1", "sim-2"} {
 		resp := post(t, e.admin.URL+"/admin/replicas/sim-model/"+replica, `{"state":"dead","reason":"node lost"}`)
 		if b := readAll(t, resp); resp.StatusCode != 200 {
@@ -94,5 +107,17 @@ func TestDeclaredDeadWakesHeadWait(t *testing.T) {
 		if !strings.Contains(a.EndReason, "declared_dead") {
 			t.Fatalf("attempt %d ended with %q; want the declaration: journal %+v", a.N, a.EndReason, rec)
 		}
+	}
+}
+
+// allStacks is every goroutine's stack, as a panic would print them.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
