@@ -152,19 +152,36 @@ func TestHangAfterFirstDeltaInterruptsAtIdleTimeout(t *testing.T) {
 }
 
 // Silence before any output in direct mode: not rerun (the attempt cannot be proven
-// stopped); the client gets a 504 saying why, marked retryable.
+// stopped); the client gets a 504 saying why, marked retryable, and the engine sees its
+// request closed. Whether the engine sent its headers first (hang@prefill) or nothing at
+// all (hang@accept: the owner waits for the head on the engine's socket, docs/design.md
+// §6), the first-token deadline ends the wait.
 func TestHangBeforeBoundaryIsNotRerunInDirectMode(t *testing.T) {
-	e := newEnv(t, envOptions{config: func(c *config.Config) {
-		c.Policy.FirstTokenTimeout = config.Duration(300 * time.Millisecond)
-	}})
-	e.armAll("hang@prefill")
-	r := e.stream(testCtx(t), chatParams("hang before", 12))
-	var apiErr *openai.Error
-	if !errors.As(r.err, &apiErr) || apiErr.StatusCode != http.StatusGatewayTimeout || apiErr.Code != "upstream_unresponsive" {
-		t.Fatalf("error %v", r.err)
-	}
-	if e.totalSimRequests() != 1 {
-		t.Fatalf("%d upstream requests, want 1", e.totalSimRequests())
+	for _, fault := range []string{"hang@prefill", "hang@accept"} {
+		t.Run(fault, func(t *testing.T) {
+			e := newEnv(t, envOptions{config: func(c *config.Config) {
+				c.Policy.FirstTokenTimeout = config.Duration(300 * time.Millisecond)
+			}})
+			e.armAll(fault)
+			r := e.stream(testCtx(t), chatParams("hang before", 12))
+			var apiErr *openai.Error
+			if !errors.As(r.err, &apiErr) || apiErr.StatusCode != http.StatusGatewayTimeout || apiErr.Code != "upstream_unresponsive" {
+				t.Fatalf("error %v", r.err)
+			}
+			if e.totalSimRequests() != 1 {
+				t.Fatalf("%d upstream requests, want 1", e.totalSimRequests())
+			}
+			ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+			defer cancel()
+			for _, s := range e.sims {
+				if len(s.Records()) == 0 {
+					continue
+				}
+				if _, err := s.WaitRecord(ctx, func(r sim.Record) bool { return r.Outcome != "" }); err != nil {
+					t.Fatalf("%s: the hung request was never closed: %v", s.Name(), err)
+				}
+			}
+		})
 	}
 }
 
