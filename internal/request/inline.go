@@ -10,7 +10,8 @@ import (
 )
 
 // The owner reads a streamed answer's body itself (docs/design.md §6): from the moment the
-// attempt's reader hands it the response (upResponse) until the attempt ends, the owner
+// attempt's reader hands it the response (upResponse), or the owner sent the request
+// itself and awaits the head (send.go), until the attempt ends, the owner
 // waits on the engine's socket rather than on its channels. A token then costs one
 // wake-up, the owner's, and no goroutine and no read buffer is held by a stream that waits
 // for its next token. Whatever else the owner must answer wakes that wait: a post to the
@@ -70,13 +71,13 @@ func (rn *Run) readInline(a *Attempt) {
 		rn.pollOthers()
 		return
 	}
+	if !resp.HeadRead() {
+		rn.readHeadInline(a, resp) // the owner sent the request itself (send.go)
+		return
+	}
 	// The bytes are read into the connection's own buffer and stay there until the next
 	// read, which comes after the client is flushed: the decoder reads the events in
 	// place, and a stream waiting for its next token holds no buffer of its own.
-	if !resp.HeadRead() {
-		rn.readHeadInline(a, resp)
-		return
-	}
 	b, err := resp.Next()
 	if len(b) > 0 {
 		now := rn.now()
