@@ -101,3 +101,36 @@ func TestSlackGrowsWithWhatOnlyThePreferredReplicaHolds(t *testing.T) {
 		t.Fatalf("a prompt b holds as well as a went to a, 7 beyond the least loaded")
 	}
 }
+
+// When the longest prefix's holder is beyond the bound, the replica holding the next
+// longest earns slack too for what it holds beyond the least loaded — one request at
+// most: a conversation's system prompt is not prefilled again on a replica holding none of
+// it for one request of imbalance, and it is for two.
+func TestNextLongestPrefixEarnsOneRequestOfSlack(t *testing.T) {
+	now := time.Unix(1000, 0)
+	conv := PrefixBlocks(0, prompt(80*PrefixBlockBytes, 8)) // a system prompt of 40 blocks, then history
+	p := cachedPool(1.5, 2)
+	a, b, c := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	a.Prefix.Insert(conv)      // the conversation so far, 80 blocks
+	b.Prefix.Insert(conv[:40]) // its system prompt: 40 blocks beyond c's nothing, worth 2 requests, capped at 1
+	a.Outstanding, c.Outstanding = 20, 2
+	for _, tc := range []struct {
+		load int
+		want *Replica
+	}{
+		{load: 4, want: b}, // 2 more than c: within the slack of 2
+		{load: 5, want: b}, // 3 more: within 2 + 1 (and beyond 1.5 × (2 + 1))
+		{load: 6, want: c}, // 4 more: beyond 2 + 1, though b holds 2 requests' worth
+	} {
+		b.Outstanding = tc.load
+		if r := p.PickPrompt(now, nil, 0, conv).Replica; r != tc.want {
+			t.Errorf("a beyond the bound, b %d requests against c's 2: picked %s, want %s", tc.load, r.Name, tc.want.Name)
+		}
+	}
+	// What c holds as well earns b nothing.
+	c.Prefix.Insert(conv[:40])
+	b.Outstanding = 5
+	if r := p.PickPrompt(now, nil, 0, conv).Replica; r != c {
+		t.Errorf("b and c hold the system prompt alike, b 3 requests more: picked %s, want c", r.Name)
+	}
+}

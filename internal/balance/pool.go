@@ -192,12 +192,23 @@ func (p *Pool) withinBound(r, best *Replica, extra int) bool {
 // busiest replica up to 1.5 times the mean).
 const exclusiveBlocksPerRequest = 16
 
+// maxFallbackExtra bounds the slack a replica holding the next longest prefix earns, when
+// the longest's holder is beyond the bound, for what of the prompt it holds beyond best
+// (one request a exclusiveBlocksPerRequest, as above): without it, a new conversation whose
+// system prompt's holder was one request past the slack went to the least loaded, which
+// held none of it, and the requests that prefilled their system prompt again there were
+// the workload's slowest tenth. More than one request let the balance go (the busiest
+// replica up to 1.49 times the mean); measured on the multiturn workload with eight system
+// prompts (docs/performance.md).
+const maxFallbackExtra = 1
+
 // cachedPick is PickPrompt's choice under CacheAware, among holders (the tier's replicas
 // holding some of blocks; tierSize replicas in all) and best, the tier's least loaded. The
 // replica holding the longest prefix (preferredHolder among equals), while within the load
 // bound, its slack grown by what of the prompt it alone holds (withinBound); when
 // it is not, the replica within the bound holding the next longest prefix (the least
-// loaded among equals), so that a prompt sent away from its longest match still
+// loaded among equals; its slack grown by what it holds beyond best, by at most
+// maxFallbackExtra), so that a prompt sent away from its longest match still
 // goes where most of it is cached — a new conversation to another replica holding its
 // system prompt — rather than to one that holds none of it; when none holding any of it is
 // within the bound, or none holds any, best.
@@ -226,10 +237,17 @@ func (p *Pool) cachedPick(holders []holder, blocks []uint64, best *Replica, tier
 	if p.withinBound(pick, best, (longest-second)/exclusiveBlocksPerRequest) {
 		return pick
 	}
+	bestMatch := 0 // what of the prompt best holds: going there prefills the rest
+	for _, h := range holders {
+		if h.r == best {
+			bestMatch = h.match
+		}
+	}
 	var next *holder
 	for i := range holders {
 		h := &holders[i]
-		if !p.withinBound(h.r, best, 0) {
+		extra := min(maxFallbackExtra, max(0, h.match-bestMatch)/exclusiveBlocksPerRequest)
+		if !p.withinBound(h.r, best, extra) {
 			continue
 		}
 		if next == nil || h.match > next.match || (h.match == next.match && h.r.score() < next.r.score()) {
