@@ -54,12 +54,12 @@ type reader struct {
 	readers *sync.WaitGroup
 }
 
-// startReader sends req for attempt a: a streamed answer's request that goes out in one
-// write is sent by the owner itself, at its loop's next turn (send.go); any other in a new
-// goroutine, the attempt's reader.
+// startReader sends req for attempt a: a streamed answer's request that Send writes in
+// bounded time (to a plaintext replica, in one write) is sent by the owner itself, at its
+// loop's next turn (send.go); any other in a new goroutine, the attempt's reader.
 func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 	rn.owner.check()
-	if rn.p.Req.Stream && req.OneWrite() && rn.atts.send == nil {
+	if rn.p.Req.Stream && req.QuickSend() && rn.atts.send == nil {
 		a.req, rn.atts.send = req, a
 		return
 	}

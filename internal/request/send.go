@@ -16,7 +16,8 @@ import (
 // nothing else: the connection is pooled or dialled (bounded by the dial timeout; a client
 // that leaves cancels the dial) and the write fits the socket's buffer, so it is a short
 // wait; whatever came meanwhile is looked at first once the head is awaited. A larger body,
-// which the engine must read before the write can end, is sent by a reader goroutine.
+// which the engine must read before the write can end, and a TLS replica, whose handshake
+// only the context bounds, are sent by a reader goroutine (upstream.Request.QuickSend).
 
 // sendInline sends the request of attempt a, which startReader left to the owner.
 func (rn *Run) sendInline(a *Attempt) {

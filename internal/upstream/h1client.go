@@ -148,7 +148,7 @@ func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 	// while a connection is at hand: a dial can wait (a burst of new streams, a far
 	// replica), and the buffer goes back as soon as the request is written, not when the
 	// head has come.
-	inline := req.OneWrite()
+	inline := req.bodySize() <= inlineBody
 	wb, head, err := buildRequest(req, t.host, inline)
 	if err != nil {
 		return nil, err

@@ -36,10 +36,13 @@ type Request struct {
 	Close bool
 }
 
-// OneWrite reports whether the request goes out in one write, its body copied after its
-// head: a body of at most 16 KiB. Such a write fits an idle connection's socket buffer,
-// so Send does not wait on the engine reading it.
-func (req *Request) OneWrite() bool { return req.bodySize() <= inlineBody }
+// QuickSend reports whether Send returns within the dial timeout whatever the engine
+// does: the replica is plaintext (a TLS handshake is bounded by the context alone) and the
+// request goes out in one write, its body (at most 16 KiB) copied after its head, which
+// fits an idle connection's socket buffer, so Send does not wait on the engine reading it.
+func (req *Request) QuickSend() bool {
+	return strings.HasPrefix(req.Base, "http://") && req.bodySize() <= inlineBody
+}
 
 // bodySize is the length of Body and More together.
 func (req *Request) bodySize() int {
