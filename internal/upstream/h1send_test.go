@@ -158,3 +158,28 @@ func TestReadHeadForeignDeadlineIsAFailure(t *testing.T) {
 	}
 	resp.Close()
 }
+
+// QuickSend is true only where Send cannot outlast the dial timeout: a plaintext replica
+// and a body that goes out with the head in one write.
+func TestQuickSend(t *testing.T) {
+	for _, c := range []struct {
+		base string
+		body int
+		more int
+		want bool
+	}{
+		{"http://engine:8000", 200, 0, true},
+		{"http://engine:8000", inlineBody, 0, true},
+		{"http://engine:8000", inlineBody - 10, 11, false}, // the parts count together
+		{"http://engine:8000", inlineBody + 1, 0, false},
+		{"https://engine:8443", 200, 0, false}, // a TLS handshake only the context bounds
+	} {
+		req := &Request{Method: "POST", Base: c.base, Path: "/v1/chat/completions", Body: make([]byte, c.body)}
+		if c.more > 0 {
+			req.More = [][]byte{make([]byte, c.more)}
+		}
+		if got := req.QuickSend(); got != c.want {
+			t.Errorf("%s with a body of %d+%d bytes: QuickSend %v, want %v", c.base, c.body, c.more, got, c.want)
+		}
+	}
+}
