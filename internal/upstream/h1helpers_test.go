@@ -222,3 +222,17 @@ func (p *pipeNet) Accept() (net.Conn, error) {
 
 func (p *pipeNet) Close() error   { p.once.Do(func() { close(p.closed) }); return nil }
 func (p *pipeNet) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+
+// writeInSteps writes parts[i] to c once steps[i] is closed, in order, and reports whether
+// it wrote them all: it stops when the test ends first.
+func writeInSteps(t *testing.T, c net.Conn, steps []chan struct{}, parts []string) bool {
+	for i, step := range steps {
+		select {
+		case <-step:
+		case <-t.Context().Done():
+			return false
+		}
+		io.WriteString(c, parts[i])
+	}
+	return true
+}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"testing"
@@ -22,18 +21,10 @@ func TestSendThenReadHeadWoken(t *testing.T) {
 		if !readRawRequest(rd) {
 			return
 		}
-		for _, step := range []chan struct{}{half, rest} {
-			select {
-			case <-step:
-			case <-t.Context().Done():
-				return
-			}
-			if step == half {
-				io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/ev")
-				continue
-			}
-			io.WriteString(c, "ent-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello\n\r\n0\r\n\r\n")
-		}
+		writeInSteps(t, c, []chan struct{}{half, rest}, []string{
+			"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/ev",
+			"ent-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello\n\r\n0\r\n\r\n",
+		})
 	})
 	c := newClient(t, Options{})
 	resp, err := c.Send(context.Background(), postTo(s.base()))

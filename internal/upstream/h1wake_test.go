@@ -25,17 +25,10 @@ func TestResponseWake(t *testing.T) {
 			return
 		}
 		streamHeadAndFirstEvent(c)
-		for _, step := range []chan struct{}{half, rest} {
-			select {
-			case <-step:
-			case <-t.Context().Done():
-				return
-			}
-			if step == half {
-				fmt.Fprintf(c, "%x", len(second)) // the chunk-size line, unfinished
-				continue
-			}
-			fmt.Fprintf(c, "\r\n%s\r\n0\r\n\r\n", second)
+		// The chunk-size line unfinished, then its end and the chunk.
+		if !writeInSteps(t, c, []chan struct{}{half, rest},
+			[]string{fmt.Sprintf("%x", len(second)), fmt.Sprintf("\r\n%s\r\n0\r\n\r\n", second)}) {
+			return
 		}
 		if readRawRequest(rd) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
