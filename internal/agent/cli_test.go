@@ -1,16 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/syncbuf"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -54,27 +54,9 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while another goroutine writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // The command prints its URL, warns when it has no secret, and stops cleanly.
 func TestRunStartsAndStops(t *testing.T) {
-	var out, logs syncBuffer
+	var out, logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // already stopped: run must start, print, and close
 	err := run(ctx, []string{"--engine", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}, &out,

@@ -1,45 +1,27 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
 	"github.com/fencegate/fencegate/internal/sim"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink safe for concurrent handlers, read back as JSON lines.
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (s *syncBuffer) lines() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil {
 			out = append(out, m)
@@ -97,7 +79,7 @@ func TestAccessLog(t *testing.T) {
 	if missing["status"] != float64(404) || missing["error_code"] != "model_not_found" {
 		t.Fatalf("line %v", missing)
 	}
-	if strings.Contains(sink.b.String(), "private prompt") {
+	if strings.Contains(sink.String(), "private prompt") {
 		t.Fatal("the log holds the prompt")
 	}
 }

@@ -2,7 +2,6 @@ package h1server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/syncbuf"
 )
 
 // failAfter bounds every wait in these tests. It is only a failure bound: nothing waits
@@ -25,7 +26,7 @@ const failAfter = 10 * time.Second
 type testServer struct {
 	*Server
 	addr string
-	log  *syncBuffer // what the server logged
+	log  *syncbuf.Buffer // what the server logged
 
 	served    chan error // Serve's result
 	serveOnce sync.Once
@@ -44,7 +45,7 @@ func startServer(t testing.TB, h http.Handler, configure ...func(*Server)) *test
 
 func startServerOn(t testing.TB, ln net.Listener, h http.Handler, configure ...func(*Server)) *testServer {
 	t.Helper()
-	ts := &testServer{Server: &Server{Handler: h}, addr: ln.Addr().String(), log: &syncBuffer{}, served: make(chan error, 1)}
+	ts := &testServer{Server: &Server{Handler: h}, addr: ln.Addr().String(), log: &syncbuf.Buffer{}, served: make(chan error, 1)}
 	ts.Log = slog.New(slog.NewTextHandler(ts.log, nil))
 	for _, f := range configure {
 		f(ts.Server)
@@ -73,24 +74,6 @@ func (ts *testServer) serveResult(t testing.TB) error {
 }
 
 func (ts *testServer) url(path string) string { return "http://" + ts.addr + path }
-
-// syncBuffer is a bytes.Buffer the server's goroutines write to while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // recv waits for a value on ch, failing the test if none comes.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
