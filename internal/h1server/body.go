@@ -30,7 +30,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.continueDue {
 		b.continueDue = false
 		if !b.w.committed && b.w.err == nil {
-			if _, err := io.WriteString(b.c.nc, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			if _, err := b.c.wr.Write(continueLine); err != nil {
 				b.w.fail(err)
 				return 0, err
 			}
@@ -68,3 +68,6 @@ func (b *requestBody) discardRest() bool {
 	_, err := io.CopyN(io.Discard, b, maxPostHandlerRead+1)
 	return err == io.EOF && b.done
 }
+
+// continueLine is the interim response a client that expects it waits for.
+var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")

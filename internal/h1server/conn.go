@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/fencegate/fencegate/internal/sockio"
 )
 
 // A connection's state, for Shutdown: it closes idle connections, and new ones after a
@@ -31,6 +33,7 @@ const (
 type conn struct {
 	s        *Server
 	nc       net.Conn
+	wr       *sockio.Writer  // writes nc: every response byte goes through it
 	raw      syscall.RawConn // nil for a connection without a file descriptor
 	remote   string
 	ctx      context.Context // the connection's: what every request's context derives from
@@ -59,7 +62,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, accepted: time.Now().Unix()}
+	c := &conn{s: s, nc: nc, wr: sockio.NewWriter(nc), accepted: time.Now().Unix()}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
@@ -69,7 +72,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		c.remote = ra.String()
 	}
 	c.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
-	c.lim.r = nc
+	c.lim.r = sockio.NewReader(nc)
 	return c
 }
 

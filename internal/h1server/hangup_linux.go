@@ -4,9 +4,10 @@ package h1server
 
 import (
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fencegate/fencegate/internal/sockio"
 )
 
 // hangupWatcher notices clients that leave: one goroutine for the process waits in an
@@ -128,19 +129,9 @@ func (c *conn) waitReadable() error {
 				return true
 			}
 			c.waited = true
-			for {
-				// recvfrom(2) directly: unix.Recvfrom allocates the peer's address on every
-				// call, which a connected socket never fills. MSG_DONTWAIT: it cannot block.
-				_, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peek[0])), 1,
-					unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-				switch errno {
-				case unix.EINTR:
-					continue
-				case unix.EAGAIN:
-					return false
-				}
-				return true
-			}
+			// A raw recvfrom(2) with MSG_DONTWAIT: it cannot block (internal/sockio).
+			_, errno := sockio.Peek(fd, c.peek[:])
+			return errno != unix.EAGAIN
 		}
 	}
 	c.waited = false

@@ -2,7 +2,6 @@ package h1server
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -138,11 +137,11 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.chunked {
 		var size [chunkRoom]byte
 		line := append(strconv.AppendInt(size[:0], int64(len(p)), 16), '\r', '\n')
-		bufs := net.Buffers{line, p, crlf}
-		_, err := bufs.WriteTo(w.c.nc)
+		bufs := [][]byte{line, p, crlf}
+		_, err := w.c.wr.WriteBuffers(bufs)
 		w.fail(err)
 	} else {
-		_, err := w.c.nc.Write(p)
+		_, err := w.c.wr.Write(p)
 		w.fail(err)
 	}
 	if w.err != nil {
@@ -224,7 +223,7 @@ func (w *response) send(b []byte) {
 	if w.err != nil {
 		return
 	}
-	_, err := w.c.nc.Write(b)
+	_, err := w.c.wr.Write(b)
 	w.fail(err)
 }
 

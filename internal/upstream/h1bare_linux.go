@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/fencegate/fencegate/internal/sockio"
 )
 
 // initBare prepares the reads of a connection without TLS that wait holding no buffer.
@@ -17,26 +19,23 @@ func (c *conn) initBare() {
 	}
 	c.bare = func(fd uintptr) bool {
 		c.take()
-		for {
-			n, err := syscall.Read(int(fd), c.buf)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				// Nothing yet: the buffer goes back while the poller waits for the
-				// engine, and the next call, once the socket is readable, takes one.
-				c.release()
-				return false
-			case err != nil:
-				c.bareErr = &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(),
-					Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("read", err)}
-			case n == 0:
-				c.bareErr = io.EOF
-			default:
-				c.bareN = n
-			}
-			return true
+		// A raw read: the socket is non-blocking, so the call cannot wait (internal/sockio).
+		n, errno := sockio.Read(fd, c.buf)
+		switch {
+		case errno == syscall.EAGAIN:
+			// Nothing yet: the buffer goes back while the poller waits for the engine,
+			// and the next call, once the socket is readable, takes one.
+			c.release()
+			return false
+		case errno != 0:
+			c.bareErr = &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(),
+				Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+		case n == 0:
+			c.bareErr = io.EOF
+		default:
+			c.bareN = n
 		}
+		return true
 	}
 }
 

@@ -189,7 +189,7 @@ func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 // TCP connection. It returns the bytes written.
 func write(cn *conn, head []byte, req *Request, inline bool) (int, error) {
 	if inline {
-		return cn.nc.Write(head)
+		return cn.wr.Write(head)
 	}
 	out := make(net.Buffers, 0, 2+len(req.More))
 	out = append(out, head, req.Body)
@@ -198,7 +198,7 @@ func write(cn *conn, head []byte, req *Request, inline bool) (int, error) {
 			out = append(out, p)
 		}
 	}
-	n, err := out.WriteTo(cn.nc)
+	n, err := cn.wr.WriteBuffers(out)
 	return int(n), err
 }
 

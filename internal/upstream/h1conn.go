@@ -4,6 +4,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/sockio"
 )
 
 // conn is one connection to a replica. Between exchanges it sits in the pool; during one,
@@ -11,7 +13,8 @@ import (
 // there is no goroutine per connection, and nothing reads from it behind its owner's back.
 type conn struct {
 	nc  net.Conn
-	key string // the pool's key: the replica's base URL
+	wr  *sockio.Writer // writes nc
+	key string         // the pool's key: the replica's base URL
 	// buf holds what was read but not yet used: a response head, a chunk-size line split
 	// across reads, the bytes a read brought in after them. Unread bytes are buf[r:w].
 	// It is nil while the connection waits on the engine with nothing unread, and while
@@ -48,7 +51,7 @@ type conn struct {
 
 // newConn wraps nc, a connection over the socket tcp (nc itself without TLS).
 func newConn(nc, tcp net.Conn, key string, bufs *bufPool) *conn {
-	c := &conn{nc: nc, key: key, bufs: bufs}
+	c := &conn{nc: nc, wr: sockio.NewWriter(nc), key: key, bufs: bufs}
 	c.take()
 	c.abort = func() { tcp.Close() }
 	c.initPeek(tcp)

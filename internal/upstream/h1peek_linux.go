@@ -3,9 +3,10 @@
 package upstream
 
 import (
-	"errors"
 	"net"
 	"syscall"
+
+	"github.com/fencegate/fencegate/internal/sockio"
 )
 
 // initPeek prepares the look at an idle socket, when the connection is over one.
@@ -22,8 +23,9 @@ func (c *conn) initPeek(tcp net.Conn) {
 	c.peek = func(fd uintptr) bool {
 		// MSG_PEEK leaves any byte where it is; MSG_DONTWAIT makes an idle socket answer
 		// EAGAIN at once instead of blocking.
-		n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		c.peekDead = !errors.Is(err, syscall.EAGAIN) || n > 0
+		// A raw call, which does not allocate the peer's address as syscall.Recvfrom does.
+		n, errno := sockio.Peek(fd, c.peekBuf[:])
+		c.peekDead = errno != syscall.EAGAIN || n > 0
 		return true
 	}
 }
