@@ -23,14 +23,9 @@ type Reader struct {
 
 // NewReader returns a Reader for nc, raw when nc is a socket this platform can read raw.
 func NewReader(nc net.Conn) *Reader {
-	r := &Reader{nc: nc}
-	if rawCalls {
-		if sc, ok := nc.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				r.raw = raw
-				r.fn = r.step
-			}
-		}
+	r := &Reader{nc: nc, raw: rawOf(nc)}
+	if r.raw != nil {
+		r.fn = r.step
 	}
 	return r
 }

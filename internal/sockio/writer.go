@@ -26,16 +26,28 @@ type Writer struct {
 
 // NewWriter returns a Writer for nc, raw when nc is a socket this platform can write raw.
 func NewWriter(nc net.Conn) *Writer {
-	w := &Writer{nc: nc}
-	if rawCalls {
-		if sc, ok := nc.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				w.raw = raw
-				w.fn = w.step
-			}
-		}
+	w := &Writer{nc: nc, raw: rawOf(nc)}
+	if w.raw != nil {
+		w.fn = w.step
 	}
 	return w
+}
+
+// rawOf returns nc's socket for raw calls, nil when nc has none or this platform makes
+// none.
+func rawOf(nc net.Conn) syscall.RawConn {
+	if !rawCalls {
+		return nil
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // Write writes b.
