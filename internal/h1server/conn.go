@@ -62,7 +62,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, wr: sockio.NewWriter(nc), accepted: time.Now().Unix()}
+	c := &conn{s: s, nc: nc, accepted: time.Now().Unix()}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
@@ -72,7 +72,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 		c.remote = ra.String()
 	}
 	c.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
-	c.lim.r = sockio.NewReader(nc)
+	c.wr = sockio.NewWriter(nc, c.raw)
+	c.lim.r = sockio.NewReader(nc, c.raw)
 	return c
 }
 

@@ -21,11 +21,11 @@ type Reader struct {
 	fn    func(fd uintptr) bool
 }
 
-// NewReader returns a Reader for nc, raw when nc is a socket this platform can read raw.
-func NewReader(nc net.Conn) *Reader {
-	r := &Reader{nc: nc, raw: rawOf(nc)}
-	if r.raw != nil {
-		r.fn = r.step
+// NewReader returns a Reader for nc; raw as for NewWriter.
+func NewReader(nc net.Conn, raw syscall.RawConn) *Reader {
+	r := &Reader{nc: nc}
+	if rawCalls && raw != nil {
+		r.raw, r.fn = raw, r.step
 	}
 	return r
 }

@@ -44,6 +44,16 @@ func pair(t *testing.T) (client, server *net.TCPConn) {
 	return client, server
 }
 
+// rawOf is the socket of c, as the gateway's connections hand theirs to a Writer.
+func rawOf(t *testing.T, c *net.TCPConn) syscall.RawConn {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -54,10 +64,10 @@ func pattern(n int, seed byte) []byte {
 
 func TestWriterIsRawOnASocket(t *testing.T) {
 	c, _ := pair(t)
-	if w := NewWriter(c); (w.raw != nil) != rawCalls {
+	if w := NewWriter(c, rawOf(t, c)); (w.raw != nil) != rawCalls {
 		t.Fatalf("raw writer on a TCP socket: %v, want %v", w.raw != nil, rawCalls)
 	}
-	if r := NewReader(c); (r.raw != nil) != rawCalls {
+	if r := NewReader(c, rawOf(t, c)); (r.raw != nil) != rawCalls {
 		t.Fatalf("raw reader on a TCP socket: %v, want %v", r.raw != nil, rawCalls)
 	}
 }
@@ -67,15 +77,16 @@ func TestWriterIsRawOnASocket(t *testing.T) {
 func TestWriteWaitsForRoomAndWritesAll(t *testing.T) {
 	c, s := pair(t)
 	want := pattern(4<<20, 7)
+	w := NewWriter(c, rawOf(t, c))
 	done := make(chan error, 1)
 	var n int
 	go func() {
 		var err error
-		n, err = NewWriter(c).Write(want)
+		n, err = w.Write(want)
 		done <- err
 	}()
 	got := make([]byte, len(want))
-	if _, err := io.ReadFull(NewReader(s), got); err != nil {
+	if _, err := io.ReadFull(NewReader(s, rawOf(t, s)), got); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil || n != len(want) {
@@ -99,11 +110,12 @@ func TestWriteBuffersInOrder(t *testing.T) {
 	}
 	heads := make([][]byte, len(bufs))
 	copy(heads, bufs)
+	w := NewWriter(c, rawOf(t, c))
 	done := make(chan error, 1)
 	var n int64
 	go func() {
 		var err error
-		n, err = NewWriter(c).WriteBuffers(bufs)
+		n, err = w.WriteBuffers(bufs)
 		done <- err
 	}()
 	got := make([]byte, len(want))
@@ -126,7 +138,7 @@ func TestWriteBuffersInOrder(t *testing.T) {
 // Writes from several goroutines are never interleaved within one call.
 func TestConcurrentWritesStayWhole(t *testing.T) {
 	c, s := pair(t)
-	w := NewWriter(c)
+	w := NewWriter(c, rawOf(t, c))
 	const writers, records, size = 4, 16, 3000
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -156,7 +168,7 @@ func TestConcurrentWritesStayWhole(t *testing.T) {
 func TestWriteDeadline(t *testing.T) {
 	c, _ := pair(t)
 	c.SetWriteDeadline(time.Now().Add(-time.Second))
-	n, err := NewWriter(c).Write(pattern(1<<20, 1))
+	n, err := NewWriter(c, rawOf(t, c)).Write(pattern(1<<20, 1))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Write after the deadline = %d, %v; want os.ErrDeadlineExceeded", n, err)
 	}
@@ -173,7 +185,7 @@ func TestWriteDeadline(t *testing.T) {
 // A read deadline ends the wait for bytes; the peer's FIN is io.EOF after its bytes.
 func TestReaderDeadlineAndEOF(t *testing.T) {
 	c, s := pair(t)
-	r := NewReader(c)
+	r := NewReader(c, rawOf(t, c))
 	c.SetReadDeadline(time.Now().Add(-time.Second))
 	if _, err := r.Read(make([]byte, 16)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read after the deadline: %v, want os.ErrDeadlineExceeded", err)
@@ -198,7 +210,7 @@ func TestPeerResetIsTheErrno(t *testing.T) {
 	c, s := pair(t)
 	s.SetLinger(0)
 	s.Close() // a reset
-	r := NewReader(c)
+	r := NewReader(c, rawOf(t, c))
 	_, err := r.Read(make([]byte, 16))
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Read after the peer's reset: %v, want ECONNRESET", err)
@@ -207,7 +219,7 @@ func TestPeerResetIsTheErrno(t *testing.T) {
 	if !errors.As(err, &se) || se.Syscall != "read" {
 		t.Fatalf("%v does not wrap an *os.SyscallError read", err)
 	}
-	_, err = NewWriter(c).Write([]byte("x"))
+	_, err = NewWriter(c, rawOf(t, c)).Write([]byte("x"))
 	if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Write after the peer's reset: %v, want EPIPE or ECONNRESET", err)
 	}
@@ -218,7 +230,7 @@ func TestCloseEndsAWaitingWrite(t *testing.T) {
 	c, _ := pair(t)
 	done := make(chan error, 1)
 	started := make(chan struct{})
-	w := NewWriter(c)
+	w := NewWriter(c, rawOf(t, c))
 	go func() {
 		close(started)
 		_, err := w.Write(pattern(8<<20, 3)) // far more than both ends' buffers hold
@@ -236,7 +248,7 @@ func TestNotASocket(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	w, r := NewWriter(a), NewReader(b)
+	w, r := NewWriter(a, nil), NewReader(b, nil)
 	if w.raw != nil || r.raw != nil {
 		t.Fatal("a net.Pipe has no socket to call raw")
 	}

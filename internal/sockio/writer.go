@@ -24,30 +24,14 @@ type Writer struct {
 	fn    func(fd uintptr) bool
 }
 
-// NewWriter returns a Writer for nc, raw when nc is a socket this platform can write raw.
-func NewWriter(nc net.Conn) *Writer {
-	w := &Writer{nc: nc, raw: rawOf(nc)}
-	if w.raw != nil {
-		w.fn = w.step
+// NewWriter returns a Writer for nc. raw is nc's socket (its SyscallConn), which the
+// caller already has; nil, or off Linux, writes go through nc.
+func NewWriter(nc net.Conn, raw syscall.RawConn) *Writer {
+	w := &Writer{nc: nc}
+	if rawCalls && raw != nil {
+		w.raw, w.fn = raw, w.step
 	}
 	return w
-}
-
-// rawOf returns nc's socket for raw calls, nil when nc has none or this platform makes
-// none.
-func rawOf(nc net.Conn) syscall.RawConn {
-	if !rawCalls {
-		return nil
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return raw
 }
 
 // Write writes b.

@@ -51,12 +51,15 @@ type conn struct {
 
 // newConn wraps nc, a connection over the socket tcp (nc itself without TLS).
 func newConn(nc, tcp net.Conn, key string, bufs *bufPool) *conn {
-	c := &conn{nc: nc, wr: sockio.NewWriter(nc), key: key, bufs: bufs}
+	c := &conn{nc: nc, key: key, bufs: bufs}
 	c.take()
 	c.abort = func() { tcp.Close() }
 	c.initPeek(tcp)
 	if nc == tcp {
 		c.initBare()
+		c.wr = sockio.NewWriter(nc, c.raw)
+	} else {
+		c.wr = sockio.NewWriter(nc, nil) // under TLS: the bytes are the TLS conn's to write
 	}
 	return c
 }
