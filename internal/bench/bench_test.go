@@ -299,6 +299,12 @@ func TestProcessStatsOfOwnProcess(t *testing.T) {
 	if rep.Targets[0].PID != os.Getpid() || rep.Targets[0].Median["cpu_per_request_ms"] != p.CPUPerRequestMs {
 		t.Fatalf("target %+v", rep.Targets[0])
 	}
+	// The CPU time is its user and system parts, each per request too.
+	if math.Abs(p.CPUUserSeconds+p.CPUSystemSeconds-p.CPUSeconds) > 1e-9 || p.CPUUserSeconds <= 0 ||
+		math.Abs(p.UserCPUPerRequestMs-p.CPUUserSeconds*1e3/400) > 1e-9 ||
+		rep.Targets[0].Median["user_cpu_per_request_ms"] != p.UserCPUPerRequestMs {
+		t.Fatalf("user and system parts of %+v, medians %v", p, rep.Targets[0].Median)
+	}
 	// 400 answers of 32 tokens: the CPU per 1k tokens is the CPU per request over 32 tokens.
 	if want := p.CPUPerRequestMs * 1000 / 32; r.OutputTokens != 400*32 || math.Abs(p.CPUPer1kTokensMs-want) > want*1e-9 {
 		t.Fatalf("cpu per 1k tokens %v over %d tokens, want %v", p.CPUPer1kTokensMs, r.OutputTokens, want)

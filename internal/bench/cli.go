@@ -94,7 +94,7 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "longest a request may take before it counts as a timeout error (0: none)")
 	fs.BoolVar(&opts.IgnoreEOS, "ignore-eos", true, "send ignore_eos (vLLM, SGLang) on chat and completions so that every answer runs to --max-tokens")
 	fs.BoolVar(&opts.StreamUsage, "stream-usage", true, "ask for usage in the stream (stream_options.include_usage) on chat and completions; tokens are counted from it when present")
-	fs.IntVar(&opts.PID, "pid", 0, "process id of the --url server (Linux): report its CPU time per request and its peak RSS, its child processes (such as nginx workers) included")
+	fs.IntVar(&opts.PID, "pid", 0, "process id of the --url server (Linux): report its CPU time per request (and the user-space part of it) and its peak RSS, its child processes (such as nginx workers) included")
 	fs.BoolVar(&opts.ResetPeak, "reset-peak", true, "with --pid, reset the process's peak RSS before each run so that it is the run's own (false: the peak since the process started)")
 	fs.Var(compare, "compare", "another target `URL`, repeatable or comma-separated: the targets run in alternating rounds and are compared with --url, the baseline")
 	fs.Var(comparePIDs, "compare-pid", "`PID` of each --compare target, in the same order (0: none), repeatable or comma-separated")

@@ -12,45 +12,59 @@ import (
 // own tick rate; reading it from sysconf would need cgo.
 const userHZ = 100
 
-// cpuTicks returns the CPU time pid and its live descendants have used, user and system
-// (utime + stime), in units of 1/userHZ seconds. The descendants count because servers
-// such as nginx do their work in worker processes under the one whose id is given.
-func cpuTicks(pid int) (int64, error) {
+// cpuTime is CPU time in units of 1/userHZ seconds, as /proc/PID/stat gives it: in user
+// space (utime) and in the kernel on the process's behalf (stime). The two are kept apart
+// because they say different things of a proxy: its system time is mostly the kernel's
+// work per read and write, which every proxy of the same traffic pays alike; its user time
+// is its own code and runtime.
+type cpuTime struct{ user, system int64 }
+
+func (c cpuTime) total() int64 { return c.user + c.system }
+
+func (c cpuTime) sub(before cpuTime) cpuTime {
+	return cpuTime{c.user - before.user, c.system - before.system}
+}
+
+// cpuTicks returns the CPU time pid and its live descendants have used. The descendants
+// count because servers such as nginx do their work in worker processes under the one
+// whose id is given.
+func cpuTicks(pid int) (cpuTime, error) {
 	total, err := processCPUTicks(pid)
 	if err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
 	for _, child := range descendants(pid) {
 		if t, err := processCPUTicks(child); err == nil { // a child may have just exited
-			total += t
+			total.user += t.user
+			total.system += t.system
 		}
 	}
 	return total, nil
 }
 
-// processCPUTicks is one process's utime + stime.
-func processCPUTicks(pid int) (int64, error) {
+// processCPUTicks is one process's utime and stime.
+func processCPUTicks(pid int) (cpuTime, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("bench: reading the CPU time of process %d: %w", pid, err)
+		return cpuTime{}, fmt.Errorf("bench: reading the CPU time of process %d: %w", pid, err)
 	}
 	// The command name (field 2) is in parentheses and may itself contain spaces and
 	// parentheses, so the fields are counted from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat has no command name", pid)
+		return cpuTime{}, fmt.Errorf("bench: /proc/%d/stat has no command name", pid)
 	}
 	fields := bytes.Fields(b[i+1:])
 	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat has %d fields after the name", pid, len(fields))
+		return cpuTime{}, fmt.Errorf("bench: /proc/%d/stat has %d fields after the name", pid, len(fields))
 	}
 	utime, err1 := strconv.ParseInt(string(fields[11]), 10, 64)
 	stime, err2 := strconv.ParseInt(string(fields[12]), 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: utime %q, stime %q", pid, fields[11], fields[12])
+		return cpuTime{}, fmt.Errorf("bench: /proc/%d/stat: utime %q, stime %q", pid, fields[11], fields[12])
 	}
-	return utime + stime, nil
+	return cpuTime{user: utime, system: stime}, nil
 }
 
 // peakRSS returns the peak resident set size of pid and its live descendants in bytes:

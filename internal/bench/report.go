@@ -69,8 +69,9 @@ func writeRun(w io.Writer, r *Result) {
 		if ps.PeakSince != "run" {
 			since = "since the process started"
 		}
-		fmt.Fprintf(w, "server    pid %d: cpu %s (%.2f cores), %s per request; peak RSS %s (%s)\n",
-			ps.PID, fmtSeconds(ps.CPUSeconds), ps.CPUCores, fmtMs(ps.CPUPerRequestMs, r.Requests), fmtBytes(ps.PeakRSSBytes), since)
+		fmt.Fprintf(w, "server    pid %d: cpu %s (%.2f cores; user %s, system %s), %s per request (user %s); peak RSS %s (%s)\n",
+			ps.PID, fmtSeconds(ps.CPUSeconds), ps.CPUCores, fmtSeconds(ps.CPUUserSeconds), fmtSeconds(ps.CPUSystemSeconds),
+			fmtMs(ps.CPUPerRequestMs, r.Requests), fmtMs(ps.UserCPUPerRequestMs, r.Requests), fmtBytes(ps.PeakRSSBytes), since)
 	}
 	if c := r.Client; c != nil {
 		fmt.Fprintf(w, "client    cpu %s (%.2f cores)\n", fmtSeconds(c.CPUSeconds), c.CPUCores)
@@ -108,6 +109,7 @@ var comparisonColumns = []struct{ metric, title string }{
 	{"inter_token_p99_ms", "gap p99"},
 	{"inter_token_p99_9_ms", "gap p99.9"},
 	{"cpu_per_request_ms", "cpu/req"},
+	{"user_cpu_per_request_ms", "user/req"},
 	{"cpu_per_1k_tokens_ms", "cpu/1k tok"},
 	{"peak_rss_bytes", "peak RSS"},
 	{"failed", "failed"},

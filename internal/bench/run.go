@@ -233,7 +233,7 @@ func runTarget(ctx context.Context, opts *Options, base string, pid int, label s
 	} else if pid != 0 {
 		peakSince = "process start"
 	}
-	var serverBefore int64
+	var serverBefore cpuTime
 	if pid != 0 {
 		if serverBefore, err = cpuTicks(pid); err != nil {
 			return nil, err
@@ -281,7 +281,7 @@ func runTarget(ctx context.Context, opts *Options, base string, pid int, label s
 		if err != nil {
 			return nil, err
 		}
-		ps := processStats(pid, after-serverBefore, elapsed, res.Requests)
+		ps := processStats(pid, after.sub(serverBefore), elapsed, res.Requests)
 		if res.OutputTokens > 0 {
 			ps.CPUPer1kTokensMs = ps.CPUSeconds * 1e6 / float64(res.OutputTokens)
 		}
@@ -294,17 +294,23 @@ func runTarget(ctx context.Context, opts *Options, base string, pid int, label s
 	// The client's own CPU is reported where /proc has it; elsewhere it is left out.
 	if clientErr == nil {
 		if after, err := cpuTicks(self); err == nil {
-			res.Client = processStats(self, after-clientBefore, elapsed, 0)
+			res.Client = processStats(self, after.sub(clientBefore), elapsed, 0)
 		}
 	}
 	return res, nil
 }
 
-func processStats(pid int, ticks int64, elapsed time.Duration, requests int) *ProcessStats {
-	ps := &ProcessStats{PID: pid, CPUSeconds: float64(ticks) / userHZ}
+func processStats(pid int, used cpuTime, elapsed time.Duration, requests int) *ProcessStats {
+	ps := &ProcessStats{
+		PID:              pid,
+		CPUSeconds:       float64(used.total()) / userHZ,
+		CPUUserSeconds:   float64(used.user) / userHZ,
+		CPUSystemSeconds: float64(used.system) / userHZ,
+	}
 	ps.CPUCores = ps.CPUSeconds / elapsed.Seconds()
 	if requests > 0 {
 		ps.CPUPerRequestMs = ps.CPUSeconds * 1e3 / float64(requests)
+		ps.UserCPUPerRequestMs = ps.CPUUserSeconds * 1e3 / float64(requests)
 	}
 	return ps
 }

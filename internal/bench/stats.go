@@ -77,11 +77,18 @@ type ProcessStats struct {
 	// CPUSeconds is the process's user and system CPU time during the run, to the
 	// kernel's 10 ms accounting unit.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUUserSeconds and CPUSystemSeconds are its two parts: time in the process's own
+	// code and runtime, and time in the kernel on its behalf (its reads, writes and
+	// waits, and on loopback much of the receiver's network work).
+	CPUUserSeconds   float64 `json:"cpu_user_seconds"`
+	CPUSystemSeconds float64 `json:"cpu_system_seconds"`
 	// CPUCores is CPUSeconds over the run's elapsed time: 1 is one core busy throughout.
 	CPUCores float64 `json:"cpu_cores"`
 	// CPUPerRequestMs is CPUSeconds over every measured request, failed ones included:
 	// a failure costs the server work too.
 	CPUPerRequestMs float64 `json:"cpu_per_request_ms,omitempty"`
+	// UserCPUPerRequestMs is the user part of CPUPerRequestMs.
+	UserCPUPerRequestMs float64 `json:"user_cpu_per_request_ms,omitempty"`
 	// CPUPer1kTokensMs is CPUSeconds over the run's output tokens, per thousand: what a
 	// paced stream costs a proxy as it decodes, whatever the answers' lengths.
 	CPUPer1kTokensMs float64 `json:"cpu_per_1k_tokens_ms,omitempty"`
@@ -174,6 +181,12 @@ var metrics = []metric{
 			return 0, false
 		}
 		return r.Process.CPUPerRequestMs, true
+	}, "ms"},
+	{"user_cpu_per_request_ms", func(r *Result) (float64, bool) {
+		if r.Process == nil || r.Requests == 0 {
+			return 0, false
+		}
+		return r.Process.UserCPUPerRequestMs, true
 	}, "ms"},
 	{"cpu_per_1k_tokens_ms", func(r *Result) (float64, bool) {
 		if r.Process == nil || r.OutputTokens == 0 {
