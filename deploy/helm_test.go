@@ -137,6 +137,10 @@ engines:
     gateway:
       max_queue: 16
       canary: {every: 10m}
+agent:
+  port: 8001
+  gomaxprocs: 1
+  resources: {requests: {cpu: 200m, memory: 64Mi}, limits: {memory: 256Mi}}
 monitoring:
   serviceMonitor: {enabled: true, interval: 15s, labels: {release: kube-prometheus-stack}}
   prometheusRule: {enabled: true, labels: {release: kube-prometheus-stack}}
@@ -187,6 +191,8 @@ func TestChartSchemaRefuses(t *testing.T) {
 		"no admin key":               "auth: {admin_keys: []}",
 		"an image that moves":        "image: {tag: latest}",
 		"a misspelt value":           "gateway: {replicaz: 3}",
+		"a negative GOMAXPROCS":      "agent: {gomaxprocs: -1}",
+		"GOMAXPROCS in words":        "agent: {gomaxprocs: one}",
 		"an unknown top-level value": "redis: {password: x}",
 		"the store in the config":    "gateway: {config: {store: 'postgres://u:p@h/db'}}",
 		"an admin port open to all":  "gateway: {networkPolicy: {monitoring: []}}",
@@ -455,6 +461,15 @@ func checkEnginePool(t *testing.T, r chartRelease, cfg *config.Config, gateways 
 		t.Errorf("%s: the engine's liveness must ask its own /health on loopback, after a startup probe", name)
 	}
 	checkLockedDown(t, pod.Spec, agent, parseDockerfile(t).imageUID(t))
+	var procs []string
+	for _, e := range agent.Env {
+		if e.Name == "GOMAXPROCS" {
+			procs = append(procs, e.Value)
+		}
+	}
+	if want := vals.Agent.GOMAXPROCS; (want == 0 && len(procs) != 0) || (want != 0 && !slices.Equal(procs, []string{strconv.Itoa(want)})) {
+		t.Errorf("%s: the agent's GOMAXPROCS %v, want %d (0: none set)", name, procs, want)
+	}
 	if e := flagValue(agent.Args, "--engine"); e != "http://127.0.0.1:"+flagValue(engine.Args, "--port") {
 		t.Errorf("%s: the agent's --engine %s is not the engine", name, e)
 	}
@@ -563,6 +578,9 @@ type chartValuesFile struct {
 		Name  string `json:"name"`
 		Model string `json:"model"`
 	} `json:"engines"`
+	Agent struct {
+		GOMAXPROCS int `json:"gomaxprocs"`
+	} `json:"agent"`
 }
 
 // chartValues reads the chart's values.yaml, with the variant's overrides over it.
@@ -581,7 +599,7 @@ func chartValues(t *testing.T, variant bool) chartValuesFile {
 		if err := yaml.Unmarshal([]byte(chartVariant), &over); err != nil {
 			t.Fatal(err)
 		}
-		v.Limits, v.Engines = over.Limits, over.Engines
+		v.Limits, v.Engines, v.Agent = over.Limits, over.Engines, over.Agent
 	}
 	return v
 }
