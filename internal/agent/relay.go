@@ -23,8 +23,14 @@ var relayBufs = sync.Pool{New: func() any {
 // isEventStream reports whether a response is server-sent events.
 func isEventStream(h http.Header) bool { return isEventStreamType(h.Get("Content-Type")) }
 
-// isEventStreamType reports whether a Content-Type is server-sent events.
+// isEventStreamType reports whether a Content-Type is server-sent events. The two forms
+// engines send (vLLM's and SGLang's servers add "; charset=utf-8") are known at once;
+// anything else is parsed, which costs allocations on every stream.
 func isEventStreamType(contentType string) bool {
+	switch contentType {
+	case "text/event-stream", "text/event-stream; charset=utf-8":
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
 }
@@ -37,7 +43,7 @@ func (a *Agent) relayEvents(w http.ResponseWriter, at *attempt, resp *upstream.R
 	if !a.mayPublish(at) {
 		return EndLeaseExpired, true
 	}
-	copyResponseHeaders(w.Header(), resp.Header.HTTP())
+	copyEngineHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.Status)
 	// The head goes out at once unless events came with it: then it leaves with them, in
 	// the first batch's write, microseconds later.
@@ -135,7 +141,7 @@ func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *upstream.Re
 			"the engine's response is larger than "+strconv.Itoa(maxWholeResponse)+" bytes")
 		return EndEngineError, false
 	}
-	copyResponseHeaders(w.Header(), resp.Header.HTTP())
+	copyEngineHeaders(w.Header(), resp.Header)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.Status)
 	if _, err := w.Write(body); err != nil {
