@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/lease"
 )
 
 // Causes given to an attempt's context when the agent aborts it; reasonFor
@@ -42,6 +44,7 @@ type attempt struct {
 	bytes        atomic.Int64
 
 	// Guarded by Agent.mu.
+	lease     lease.Ref   // its lease in the table, checked before every batch of events
 	timer     *time.Timer // fires at lease expiry
 	finished  bool
 	endedAt   time.Time

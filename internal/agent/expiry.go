@@ -22,7 +22,7 @@ func (a *Agent) checkExpiry(at *attempt) {
 		a.mu.Unlock()
 		return
 	}
-	if a.table.Valid(at.id, at.epoch, a.cfg.Now()) {
+	if a.table.ValidRef(at.lease, at.epoch, a.cfg.Now()) {
 		at.timer.Reset(a.untilExpiryLocked(at))
 		a.mu.Unlock()
 		return

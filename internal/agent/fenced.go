@@ -125,7 +125,7 @@ func (a *Agent) proxyAttempt(w http.ResponseWriter, r *http.Request, at *attempt
 func (a *Agent) mayPublish(at *attempt) bool {
 	now := a.cfg.Now()
 	a.mu.Lock()
-	if a.table.Valid(at.id, at.epoch, now) {
+	if a.table.ValidRef(at.lease, at.epoch, now) {
 		a.mu.Unlock()
 		return true
 	}

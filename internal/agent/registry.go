@@ -25,6 +25,7 @@ func (a *Agent) register(at *attempt, ttl time.Duration) (superseded []*attempt,
 	if err := a.table.Start(at.id, at.epoch, ttl, at.started); err != nil {
 		return nil, err
 	}
+	at.lease = a.table.Ref(at.id)
 	superseded = a.supersededLocked(at.id, at.epoch)
 	a.live[at.id] = at
 	at.timer = time.AfterFunc(a.untilExpiryLocked(at), func() { a.checkExpiry(at) })

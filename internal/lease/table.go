@@ -36,7 +36,16 @@ type held struct {
 	expires time.Time
 	revoked bool
 	ended   bool
+	// req is the record of the lease's logical request, for its highest epoch. It is
+	// the table's record for as long as the lease can be valid: Sweep forgets a record
+	// only once every lease of its request has been expired for retain.
+	req *requestEpochs
 }
+
+// A Ref names one lease the Table holds, so that the holder of an attempt can check it
+// again without looking it up by id: the agent checks before every batch of events it
+// forwards. The zero Ref names no lease and is never valid.
+type Ref struct{ h *held }
 
 // requestEpochs remembers the highest epoch seen for one logical request.
 type requestEpochs struct {
@@ -86,8 +95,23 @@ func (t *Table) Start(attempt string, epoch uint64, ttl time.Duration, now time.
 	r.highest = epoch
 	r.keepUntil = later(r.keepUntil, expires)
 	t.requests[req] = r
-	t.leases[attempt] = &held{epoch: epoch, expires: expires}
+	t.leases[attempt] = &held{epoch: epoch, expires: expires, req: r}
 	return nil
+}
+
+// Ref returns the lease the table holds for attempt now (the zero Ref when none). Taken
+// right after a Start, it names that lease for good.
+func (t *Table) Ref(attempt string) Ref { return Ref{t.leases[attempt]} }
+
+// ValidRef is Valid for the lease ref names, at epoch. While that lease is the one the
+// table holds for its attempt, it answers as Valid does; once another took the attempt
+// id — a newer epoch, which supersedes it, or the same epoch started again after a
+// Sweep forgot this one long expired — it is never valid again, where Valid would speak
+// of the newer lease.
+func (t *Table) ValidRef(ref Ref, epoch uint64, now time.Time) bool {
+	h := ref.h
+	return h != nil && h.epoch == epoch && !h.revoked && !h.ended &&
+		now.Before(h.expires) && h.req.highest <= h.epoch
 }
 
 // Renew extends a live lease to now+ttl (never shortening it) and returns

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -16,9 +18,16 @@ type tableStep struct {
 	want    any   // error class for start (nil or ErrStaleEpoch), Status, bool
 }
 
+// runTable runs a scenario; every lease a start made is also held by Ref, and each valid
+// step checks ValidRef of the refs of that attempt and epoch against the same answer.
 func runTable(t *testing.T, steps []tableStep) *Table {
 	t.Helper()
 	var tab Table
+	type started struct {
+		attempt string
+		epoch   uint64
+	}
+	refs := map[started]Ref{}
 	for i, s := range steps {
 		switch s.op {
 		case "start":
@@ -26,6 +35,9 @@ func runTable(t *testing.T, steps []tableStep) *Table {
 			want, _ := s.want.(error)
 			if (want == nil) != (err == nil) || (want != nil && !errors.Is(err, want)) {
 				t.Fatalf("step %d Start(%s, %d) = %v, want %v", i, s.attempt, s.epoch, err, want)
+			}
+			if err == nil {
+				refs[started{s.attempt, s.epoch}] = tab.Ref(s.attempt)
 			}
 		case "renew":
 			if got := tab.Renew(s.attempt, s.epoch, ms(s.ttl), at(s.now)); got != s.want {
@@ -40,6 +52,11 @@ func runTable(t *testing.T, steps []tableStep) *Table {
 		case "valid":
 			if got := tab.Valid(s.attempt, s.epoch, at(s.now)); got != s.want {
 				t.Fatalf("step %d Valid(%s, %d) at %d = %v, want %v", i, s.attempt, s.epoch, s.now, got, s.want)
+			}
+			if ref, ok := refs[started{s.attempt, s.epoch}]; ok {
+				if got := tab.ValidRef(ref, s.epoch, at(s.now)); got != s.want {
+					t.Fatalf("step %d ValidRef(%s, %d) at %d = %v, want %v", i, s.attempt, s.epoch, s.now, got, s.want)
+				}
 			}
 		case "sweep":
 			tab.Sweep(at(s.now), ms(s.ttl))
@@ -171,5 +188,83 @@ func TestTableLookupAndExpiresAt(t *testing.T) {
 	}
 	if tab.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", tab.Len())
+	}
+}
+
+// A Ref answers as a lookup by id does while its lease is the table's, and is invalid
+// once another lease took the id, whatever happens to its lease and its request:
+// random starts (of new attempts, reruns of a request, and the same attempt id at a newer
+// epoch, stale epochs among them), renewals, revocations (of held and unknown attempts),
+// ends, sweeps and time passing, over a few requests so that every path crosses. After
+// every operation each Ref ever taken is checked.
+func TestValidRefAnswersAsValid(t *testing.T) {
+	type taken struct {
+		attempt string
+		epoch   uint64
+		ref     Ref
+	}
+	valid, checks := 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0x7ab1e))
+		var tab Table
+		var refs []taken
+		now := int64(0)
+		epoch := uint64(0)
+		attempt := func() string {
+			return fmt.Sprintf("req_%d.a%d", rng.IntN(4), 1+rng.IntN(3))
+		}
+		for step := range 400 {
+			now += rng.Int64N(40)
+			switch r := rng.IntN(10); {
+			case r < 3:
+				id := attempt()
+				e := epoch + 1
+				if rng.IntN(5) == 0 && epoch > 1 {
+					e = epoch - uint64(rng.IntN(2)) // stale: refused
+				} else {
+					epoch = e
+				}
+				if tab.Start(id, e, ms(50+rng.Int64N(300)), at(now)) == nil {
+					refs = append(refs, taken{id, e, tab.Ref(id)})
+				}
+			case r < 5:
+				if len(refs) > 0 {
+					k := refs[rng.IntN(len(refs))]
+					tab.Renew(k.attempt, k.epoch, ms(50+rng.Int64N(300)), at(now))
+				}
+			case r < 6:
+				if len(refs) > 0 && rng.IntN(2) == 0 {
+					k := refs[rng.IntN(len(refs))]
+					tab.Revoke(k.attempt, k.epoch)
+				} else {
+					epoch++
+					tab.Revoke(attempt(), epoch) // a cancel that may come before its data request
+				}
+			case r < 7:
+				tab.End(attempt())
+			case r < 8:
+				tab.Sweep(at(now), ms(rng.Int64N(200)))
+			}
+			for _, k := range refs {
+				// Once another lease took the attempt id — a newer epoch, or the same
+				// one again after a sweep forgot the first — Valid speaks of that lease
+				// and the Ref's, superseded or long expired, is never valid again.
+				want := tab.Ref(k.attempt) == k.ref && tab.Valid(k.attempt, k.epoch, at(now))
+				if got := tab.ValidRef(k.ref, k.epoch, at(now)); got != want {
+					t.Fatalf("seed %d step %d: ValidRef(%s, %d) = %v, want %v", seed, step, k.attempt, k.epoch, got, want)
+				}
+				checks++
+				if want {
+					valid++
+				}
+			}
+		}
+	}
+	// Not vacuous: both answers were seen many times.
+	if valid < 10_000 || checks-valid < 10_000 {
+		t.Fatalf("%d checks, %d of them valid: the schedule does not exercise both answers", checks, valid)
+	}
+	if got := (&Table{}).ValidRef(Ref{}, 1, at(0)); got {
+		t.Fatal("the zero Ref is valid")
 	}
 }
