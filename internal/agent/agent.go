@@ -53,14 +53,17 @@ type Agent struct {
 
 	load atomic.Pointer[scrapeResult]
 
-	mu        sync.Mutex
-	closed    bool
-	table     lease.Table
-	live      map[string]*attempt    // by attempt id: attempts whose proxy is running
-	ended     map[string]AttemptInfo // recently ended, by attempt id
-	endedFIFO []endedRef             // ended attempts, oldest first, to bound ended
-	changed   chan struct{}          // closed and cleared when an attempt starts or ends
-	lastSweep time.Time
+	mu     sync.Mutex
+	closed bool
+	table  lease.Table
+	live   map[string]*attempt // by attempt id: attempts whose proxy is running
+	// liveByRequest holds the attempts of live by their logical request, so that a new
+	// epoch finds the attempts it supersedes without scanning every live one.
+	liveByRequest map[string][]*attempt
+	ended         map[string]AttemptInfo // recently ended, by attempt id
+	endedFIFO     []endedRef             // ended attempts, oldest first, to bound ended
+	changed       chan struct{}          // closed and cleared when an attempt starts or ends
+	lastSweep     time.Time
 }
 
 // endedRef names one entry of Agent.ended, for its eviction.
@@ -118,20 +121,21 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	life, stopLife := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:          cfg,
-		engine:       engine,
-		log:          cfg.Logger,
-		ln:           ln,
-		client:       &http.Client{Transport: transport},
-		life:         life,
-		stopLife:     stopLife,
-		live:         make(map[string]*attempt),
-		ended:        make(map[string]AttemptInfo),
-		content:      content,
-		engineClient: engineClient,
-		engineBase:   engine.Scheme + "://" + engine.Host,
-		secret:       secret,
-		metricsLn:    metricsLn,
+		cfg:           cfg,
+		engine:        engine,
+		log:           cfg.Logger,
+		ln:            ln,
+		client:        &http.Client{Transport: transport},
+		life:          life,
+		stopLife:      stopLife,
+		live:          make(map[string]*attempt),
+		liveByRequest: make(map[string][]*attempt),
+		ended:         make(map[string]AttemptInfo),
+		content:       content,
+		engineClient:  engineClient,
+		engineBase:    engine.Scheme + "://" + engine.Host,
+		secret:        secret,
+		metricsLn:     metricsLn,
 	}
 	a.metrics = newAgentMetrics(a)
 	a.url = "http://" + loopbackURLHost(ln.Addr().(*net.TCPAddr))

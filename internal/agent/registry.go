@@ -27,24 +27,45 @@ func (a *Agent) register(at *attempt, ttl time.Duration) (superseded []*attempt,
 	}
 	at.lease = a.table.Ref(at.id)
 	superseded = a.supersededLocked(at.id, at.epoch)
-	a.live[at.id] = at
+	a.setLiveLocked(at)
 	at.timer = time.AfterFunc(a.untilExpiryLocked(at), func() { a.checkExpiry(at) })
 	a.notifyLocked()
 	return superseded, nil
 }
 
 // supersededLocked returns the live attempts of attemptID's logical request
-// whose epoch is below epoch. It scans the live attempts: a data request or a
-// cancel is not the per-event path, and an agent proxies hundreds at most.
+// whose epoch is below epoch.
 func (a *Agent) supersededLocked(attemptID string, epoch uint64) []*attempt {
-	req := lease.RequestOf(attemptID)
 	var out []*attempt
-	for _, at := range a.live {
-		if at.epoch < epoch && lease.RequestOf(at.id) == req {
+	for _, at := range a.liveByRequest[lease.RequestOf(attemptID)] {
+		if at.epoch < epoch {
 			out = append(out, at)
 		}
 	}
 	return out
+}
+
+// setLiveLocked makes at the live attempt of its id, in place of any before it.
+func (a *Agent) setLiveLocked(at *attempt) {
+	req := lease.RequestOf(at.id)
+	if old := a.live[at.id]; old != nil {
+		a.unindexLocked(req, old)
+	}
+	a.live[at.id] = at
+	a.liveByRequest[req] = append(a.liveByRequest[req], at)
+}
+
+// unindexLocked takes at out of its request's live attempts.
+func (a *Agent) unindexLocked(req string, at *attempt) {
+	s := a.liveByRequest[req]
+	if i := slices.Index(s, at); i >= 0 {
+		s = slices.Delete(s, i, i+1)
+	}
+	if len(s) == 0 {
+		delete(a.liveByRequest, req)
+		return
+	}
+	a.liveByRequest[req] = s
 }
 
 // abort stops attempt at: cancelling its context closes the engine connection,
@@ -81,6 +102,7 @@ func (a *Agent) finish(at *attempt, reason string) {
 		// Only the current holder of the id ends the lease: a superseded
 		// attempt must not end its successor's.
 		delete(a.live, at.id)
+		a.unindexLocked(lease.RequestOf(at.id), at)
 		a.table.End(at.id)
 	}
 	a.ended[at.id] = a.infoLocked(at)
