@@ -21,6 +21,10 @@ type cpuTime struct{ user, system int64 }
 
 func (c cpuTime) total() int64 { return c.user + c.system }
 
+func (c cpuTime) add(more cpuTime) cpuTime {
+	return cpuTime{c.user + more.user, c.system + more.system}
+}
+
 func (c cpuTime) sub(before cpuTime) cpuTime {
 	return cpuTime{c.user - before.user, c.system - before.system}
 }
@@ -35,8 +39,7 @@ func cpuTicks(pid int) (cpuTime, error) {
 	}
 	for _, child := range descendants(pid) {
 		if t, err := processCPUTicks(child); err == nil { // a child may have just exited
-			total.user += t.user
-			total.system += t.system
+			total = total.add(t)
 		}
 	}
 	return total, nil
