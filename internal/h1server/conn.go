@@ -224,7 +224,11 @@ func statusRefusal(code int, text string) string {
 func (c *conn) readRequest() (*http.Request, string) {
 	c.takeReader()
 	c.lim.n = c.s.maxHeaderBytes()
-	req, err := http.ReadRequest(c.br)
+	req := readHeadFast(c.br) // the common head (head.go); any other is net/http's to read
+	var err error
+	if req == nil {
+		req, err = http.ReadRequest(c.br)
+	}
 	if err != nil {
 		switch {
 		case c.lim.n <= 0:

@@ -13,7 +13,8 @@
 // epoll for the peer's FIN or reset on every connection with a request running and
 // cancels that request's context, as net/http's background read does.
 //
-// Requests are parsed by net/http's own http.ReadRequest, and handlers are the same
+// The common request head is read by readHeadFast, which copies it once (head.go); any
+// other is parsed by net/http's own http.ReadRequest, and handlers are the same
 // http.Handlers: the response writer supports Flush, FlushError and the read and write
 // deadlines http.ResponseController sets. What it does not do, the gateway never needs:
 // TLS and HTTP/2 (a TLS listener keeps net/http), hijacking, trailers and pipelined
