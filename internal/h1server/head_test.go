@@ -12,9 +12,9 @@ import (
 	"testing"
 )
 
-// Heads as clients send them: the OpenAI Python SDK (canonical names, sixteen fields), the
-// Node SDK (lower-case names, which net/http canonicalizes), curl, Go's client, and this
-// gateway's own request to an engine or agent.
+// Heads shaped as clients send them: the OpenAI Python SDK's fields (canonical names,
+// seventeen fields), the Anthropic Node SDK's (lower-case names, which net/http
+// canonicalizes), curl's, Go's client's, and this gateway's own request to an agent.
 var (
 	pythonSDKHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept-Encoding: gzip, deflate\r\n" +
 		"Connection: keep-alive\r\nAccept: application/json\r\nContent-Type: application/json\r\n" +
@@ -26,11 +26,14 @@ var (
 		"accept: application/json\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n" +
 		"user-agent: Anthropic/JS 0.60.0\r\nx-api-key: k\r\nx-stainless-retry-count: 0\r\n" +
 		"accept-language: *\r\nsec-fetch-mode: cors\r\naccept-encoding: gzip, deflate\r\ncontent-length: 2\r\n\r\n{}"
-	curlHead    = "GET /v1/models HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n"
-	goHead      = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 3\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n{}\n"
-	gatewayHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: engine:8000\r\nContent-Type: application/json\r\n" +
-		"X-Request-Id: req_01\r\nX-Fencegate-Attempt: req_01.a1\r\nX-Fencegate-Lease-Epoch: 7\r\n" +
-		"Content-Length: 4\r\n\r\n[1,]"
+	curlHead = "GET /v1/models HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n"
+	goHead   = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 3\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n{}\n"
+	// The gateway's request to an agent, as it writes it (captured), with its lease.
+	gatewayHead = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:19697\r\nContent-Type: application/json\r\n" +
+		"Accept: text/event-stream\r\nX-Request-Id: req_01M98PHP57AHVH42DJTT2X0ZBZ\r\n" +
+		"X-Fencegate-Attempt: req_01M98PHP57AHVH42DJTT2X0ZBZ.a1\r\nX-Fencegate-Lease: epoch=7;ttl_ms=30000\r\n" +
+		"User-Agent: curl/7.88.1\r\nX-Stainless-Lang: python\r\nContent-Length: 94\r\n\r\n" +
+		`{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
 )
 
 func reader(s string) *bufio.Reader {
