@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/fencegate/fencegate/internal/lease"
@@ -78,7 +77,7 @@ func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 // response under the lease. It returns why the attempt ended and whether the
 // downstream response must be broken off rather than ended.
 func (a *Agent) proxyAttempt(w http.ResponseWriter, r *http.Request, at *attempt) (reason string, broken bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, maxRequestBody), r.ContentLength)
 	if err != nil {
 		if at.ctx.Err() != nil {
 			return EndClientGone, true
