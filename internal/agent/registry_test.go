@@ -16,8 +16,11 @@ import (
 // attempt, or the same attempt id at an older epoch) and below the new epoch. The index
 // holds exactly the live attempts, through re-starts of an id and ends in any order.
 func TestSupersededFoundByRequest(t *testing.T) {
-	a := startAgent(t, Config{Engine: "http://127.0.0.1:1"})
-	clock := time.Unix(1_700_000_000, 0)
+	// The agent's clock stands still at the attempts' start: their hour-long leases then
+	// never run out, and no expiry timer aborts an attempt that has no handler behind it.
+	fc := newFakeClock()
+	a := startAgent(t, Config{Engine: "http://127.0.0.1:1", Now: fc.Now})
+	clock := fc.Now()
 	scan := func(id string, epoch uint64) []*attempt { // the definition: every live attempt
 		var out []*attempt
 		for _, at := range a.live {
