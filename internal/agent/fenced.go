@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fencegate/fencegate/internal/lease"
+	"github.com/fencegate/fencegate/internal/upstream"
 )
 
 // serveData handles the data paths (chat, completions, Messages, Responses,
@@ -77,7 +78,7 @@ func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 // response under the lease. It returns why the attempt ended and whether the
 // downstream response must be broken off rather than ended.
 func (a *Agent) proxyAttempt(w http.ResponseWriter, r *http.Request, at *attempt) (reason string, broken bool) {
-	body, err := readBody(http.MaxBytesReader(w, r.Body, maxRequestBody), r.ContentLength)
+	body, err := upstream.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody), r.ContentLength, maxRequestBody)
 	if err != nil {
 		if at.ctx.Err() != nil {
 			return EndClientGone, true

@@ -94,7 +94,7 @@ func (r reader) read(req *upstream.Request) {
 		r.readRefusal(resp)
 		return
 	case !r.stream:
-		body, err := io.ReadAll(io.LimitReader(resp, maxEngineBody+1))
+		body, err := upstream.ReadAll(io.LimitReader(resp, maxEngineBody+1), resp.ContentLength, maxEngineBody)
 		if err == nil && len(body) > maxEngineBody {
 			err = errBodyTooLarge
 		}

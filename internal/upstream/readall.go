@@ -1,15 +1,16 @@
-package agent
+package upstream
 
 import "io"
 
-// readBody reads a data request's body whole, as io.ReadAll does, into a buffer of the
-// length the request declared when it declared one within the bound: io.ReadAll starts
-// at 512 bytes and grows, which for a 1 MiB prompt took 25 allocations, 2.2 MB and about
-// 1 ms more than reading it into its own size (docs/performance.md, "The agent reads a
-// body into its declared size"), on the way to the engine's first token. A body longer
-// or shorter than declared reads exactly as io.ReadAll reads it.
-func readBody(r io.Reader, declared int64) ([]byte, error) {
-	if declared <= 0 || declared > maxRequestBody {
+// ReadAll reads r to its end as io.ReadAll does, into a buffer of declared bytes when
+// 0 < declared <= limit: a body whose length its head declared (a request's or a
+// response's Content-Length). io.ReadAll starts at 512 bytes and grows, which for a 1 MiB
+// body took 27 allocations, 2.2 MB and about 1 ms more than reading it into its own size
+// (docs/performance.md, "A body read into its declared size"), on the way to the first
+// token when it is a prompt. A body longer or shorter than declared reads exactly as
+// io.ReadAll reads it; limit only says how large a declared length is believed.
+func ReadAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
 		return io.ReadAll(r)
 	}
 	// One byte more than declared: the read that finds the end needs room to be made.

@@ -1,4 +1,4 @@
-package agent
+package upstream
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"testing/iotest"
 )
 
-// TestReadBodyReadsAsReadAll: whatever the body's reader does and whatever length the
+// TestReadAllReadsAsIOReadAll: whatever the body's reader does and whatever length the
 // request declared, readBody returns what io.ReadAll returns; only its buffer differs.
-func TestReadBodyReadsAsReadAll(t *testing.T) {
+func TestReadAllReadsAsIOReadAll(t *testing.T) {
 	boom := errors.New("connection reset")
 	long := strings.Repeat("prompt ", 40<<10) // 280 KiB: past io.ReadAll's first buffers
 	readers := map[string]func() io.Reader{
@@ -26,8 +26,8 @@ func TestReadBodyReadsAsReadAll(t *testing.T) {
 	}
 	for name, r := range readers {
 		want, wantErr := io.ReadAll(r())
-		for _, declared := range []int64{-1, 0, 1, 100, int64(len(long)) - 1, int64(len(long)), int64(len(long)) + 1, maxRequestBody + 1} {
-			got, err := readBody(r(), declared)
+		for _, declared := range []int64{-1, 0, 1, 100, int64(len(long)) - 1, int64(len(long)), int64(len(long)) + 1, 1 << 30} {
+			got, err := ReadAll(r(), declared, 1<<29)
 			if !bytes.Equal(got, want) || !errors.Is(err, wantErr) && err != wantErr {
 				t.Errorf("%s, declared %d: %d bytes, %v; io.ReadAll: %d bytes, %v", name, declared, len(got), err, len(want), wantErr)
 			}
@@ -35,9 +35,9 @@ func TestReadBodyReadsAsReadAll(t *testing.T) {
 	}
 }
 
-// BenchmarkReadBody: a 1 MiB prompt read 64 KiB at a time, as from a socket, into its
+// BenchmarkReadAll: a 1 MiB prompt read 64 KiB at a time, as from a socket, into its
 // declared size and by io.ReadAll.
-func BenchmarkReadBody(b *testing.B) {
+func BenchmarkReadAll(b *testing.B) {
 	body := bytes.Repeat([]byte("0123456789"), 1<<20/10)
 	for _, c := range []struct {
 		name     string
@@ -48,7 +48,7 @@ func BenchmarkReadBody(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := io.LimitReader(bytes.NewReader(body), int64(len(body)))
-				if _, err := readBody(chunkReader{r}, c.declared); err != nil {
+				if _, err := ReadAll(chunkReader{r}, c.declared, 1<<30); err != nil {
 					b.Fatal(err)
 				}
 			}
