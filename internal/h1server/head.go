@@ -14,10 +14,10 @@ import (
 
 // The common request head is read here without net/http's parser (docs/design.md, "The
 // client's server"): http.ReadRequest copies every line, every header name and value
-// into strings of their own and canonicalizes through a reader pool — 14 allocations for
-// a head of five fields and 34 for the sixteen an OpenAI SDK sends, some 5 and 10 µs on
-// the machine of docs/performance.md, on the path of every request to the gateway and
-// again to its agent. readHeadFast copies the head once and cuts the request's strings
+// into strings of their own and canonicalizes through a reader pool — 12 allocations for
+// a head of five fields and 36 for the seventeen an OpenAI SDK sends, some 4 and 10 µs
+// (docs/performance.md, "The request head read once"), on the path of every request to
+// the gateway and again to its agent. readHeadFast copies the head once and cuts the request's strings
 // out of that copy.
 //
 // It takes only the shape it knows to be read alike by both: one HTTP/1.1 request of a
