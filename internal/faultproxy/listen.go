@@ -20,7 +20,8 @@ const (
 const acceptBackoff = 5 * time.Millisecond
 
 // Refuse(true) closes the proxy's listener, so new connections are refused as by a host
-// whose process is gone (the dialler gets ECONNREFUSED). Connections already open are left
+// whose process is gone (the dialler gets ECONNREFUSED), and holds the port meanwhile
+// (holdPort) so that no other listener is given it. Connections already open are left
 // alone; call Reset as well to sever them. Refuse(false) listens on the same port again.
 // Calling it with the current state does nothing. Heal does not undo Refuse.
 //
@@ -49,6 +50,17 @@ func (p *Proxy) stopListening() {
 		p.fail(fmt.Errorf("faultproxy: close listener %s: %w", p.addr, err))
 	}
 	<-done
+	if release, err := holdPort(p.addr); err == nil {
+		p.hold = release
+	}
+}
+
+// releaseHold lets go of the port held while refusing, if any. The caller holds lifecycle.
+func (p *Proxy) releaseHold() {
+	if p.hold != nil {
+		p.hold()
+		p.hold = nil
+	}
 }
 
 // listenAgain binds the proxy's port again after stopListening. The caller holds lifecycle.
@@ -59,15 +71,23 @@ func (p *Proxy) listenAgain() {
 	if !refusing {
 		return
 	}
+	// The listener binds beside the held port (both with SO_REUSEADDR, the held one not
+	// listening), so the port is never free in between; should that bind fail all the
+	// same, the hold is let go and the bind tried again.
 	var err error
 	for range relistenAttempts {
 		var ln net.Listener
 		ln, err = net.Listen("tcp", p.addr)
 		if err == nil {
+			p.releaseHold()
 			p.mu.Lock()
 			p.serveListenerLocked(ln)
 			p.mu.Unlock()
 			return
+		}
+		if p.hold != nil {
+			p.releaseHold()
+			continue
 		}
 		time.Sleep(relistenBackoff)
 	}

@@ -30,6 +30,7 @@ type Proxy struct {
 	closed     bool
 	closing    chan struct{} // closed by Close
 	listener   net.Listener  // nil while refusing or closed
+	hold       func()        // releases the port held while refusing (holdPort); under lifecycle
 	acceptDone chan struct{} // closed when the current listener's accept loop returns
 	links      map[*link]struct{}
 	faults     faultState
@@ -108,6 +109,7 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 
 	p.cancel()
+	p.releaseHold()
 	if ln != nil {
 		if err := ln.Close(); err != nil {
 			p.fail(fmt.Errorf("faultproxy: close listener %s: %w", p.addr, err))
