@@ -126,7 +126,7 @@ func writeBatch(w http.ResponseWriter, at *attempt, batch []byte, events int, fl
 // is written. An answer whose lease ran out while the engine computed it is
 // never delivered.
 func (a *Agent) relayWhole(w http.ResponseWriter, at *attempt, resp *upstream.Response) (reason string, broken bool) {
-	body, err := io.ReadAll(io.LimitReader(resp, maxWholeResponse+1))
+	body, err := upstream.ReadAll(io.LimitReader(resp, maxWholeResponse+1), resp.ContentLength, maxWholeResponse)
 	if err != nil {
 		if at.ctx.Err() != nil {
 			return EndClientGone, true
