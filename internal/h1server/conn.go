@@ -225,8 +225,9 @@ func (c *conn) readRequest() (*http.Request, string) {
 	c.takeReader()
 	c.lim.n = c.s.maxHeaderBytes()
 	req := readHeadFast(c.br) // the common head (head.go); any other is net/http's to read
+	fast := req != nil
 	var err error
-	if req == nil {
+	if !fast {
 		req, err = http.ReadRequest(c.br)
 	}
 	if err != nil {
@@ -258,18 +259,31 @@ func (c *conn) readRequest() (*http.Request, string) {
 	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
 		return nil, statusRefusal(http.StatusBadRequest, "malformed Host header")
 	}
-	for k, vv := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, statusRefusal(http.StatusBadRequest, "invalid header name")
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, statusRefusal(http.StatusBadRequest, "invalid header value")
-			}
+	// readHeadFast took no field with an invalid name or value; net/http's reader checks
+	// fewer than the server must.
+	if !fast {
+		if refusal := invalidField(req.Header); refusal != "" {
+			return nil, refusal
 		}
 	}
 	req.RemoteAddr = c.remote
 	return req, ""
+}
+
+// invalidField returns the refusal of a head with a field name or value that is not
+// valid, or "" when every field is.
+func invalidField(h http.Header) string {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return statusRefusal(http.StatusBadRequest, "invalid header name")
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return statusRefusal(http.StatusBadRequest, "invalid header value")
+			}
+		}
+	}
+	return ""
 }
 
 // commonReadError is a read that ended the connection rather than a malformed request:
