@@ -35,8 +35,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if opts.ReferenceProxy != "" {
-		return serveReferenceProxy(ctx, opts, stdout)
+	if opts.ReferenceProxy != "" || opts.FloorProxy != "" {
+		return serveProxy(ctx, opts, stdout)
 	}
 	if opts.Workload == "multiturn" {
 		if opts.Timeout == 0 {
@@ -100,6 +100,7 @@ func parseFlags(args []string, out io.Writer) (opts Options, asJSON bool, err er
 	fs.Var(comparePIDs, "compare-pid", "`PID` of each --compare target, in the same order (0: none), repeatable or comma-separated")
 	fs.IntVar(&opts.Rounds, "rounds", 0, "rounds; each runs every target once with the same load, in an order rotated per round (default 3 with --compare, else 1)")
 	fs.StringVar(&opts.ReferenceProxy, "reference-proxy", "", "instead of sending load, serve on `ADDR` a plain net/http reverse proxy in front of --url (httputil.ReverseProxy, parsing nothing) until interrupted: a baseline target for --compare")
+	fs.StringVar(&opts.FloorProxy, "floor-proxy", "", "instead of sending load, serve on `ADDR` a proxy of the gateway's own server and engine client in front of --url, copying bytes and nothing else, until interrupted: the floor under the gateway's cost, for --compare")
 	engines := &listFlag{split: true}
 	fs.StringVar(&opts.Workload, "workload", "streams", "streams: the same request again and again; multiturn: chat conversations, each turn sent with its history (the flags below), reporting the engines' prefix-cache hit rate")
 	fs.IntVar(&opts.Multi.Conversations, "conversations", 128, "multiturn: conversations")
@@ -205,17 +206,25 @@ func redactHeaders(args []string) []string {
 	return out
 }
 
-// serveReferenceProxy is --reference-proxy: the proxy on its address, in front of --url.
-func serveReferenceProxy(ctx context.Context, opts Options, stdout io.Writer) error {
+// serveProxy is --reference-proxy and --floor-proxy: the proxy on its address, in front
+// of --url.
+func serveProxy(ctx context.Context, opts Options, stdout io.Writer) error {
+	if opts.ReferenceProxy != "" && opts.FloorProxy != "" {
+		return errors.New("bench: --reference-proxy and --floor-proxy: one proxy at a time")
+	}
 	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(opts.URL, "/"), "/v1"))
 	if err != nil {
 		return fmt.Errorf("bench: --url %q: %w", opts.URL, err)
 	}
-	ln, err := net.Listen("tcp", opts.ReferenceProxy)
-	if err != nil {
-		return fmt.Errorf("bench: --reference-proxy: %w", err)
+	flag, addr, serve := "--reference-proxy", opts.ReferenceProxy, ServeReferenceProxy
+	if opts.FloorProxy != "" {
+		flag, addr, serve = "--floor-proxy", opts.FloorProxy, ServeFloorProxy
 	}
-	return ServeReferenceProxy(ctx, ln, u, stdout)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("bench: %s: %w", flag, err)
+	}
+	return serve(ctx, ln, u, stdout)
 }
 
 // byteSize is a flag holding a size in bytes, written as a number or with a KiB or MiB

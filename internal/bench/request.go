@@ -70,6 +70,9 @@ type Options struct {
 	// ReferenceProxy, when set, is the address to serve the reference proxy on in front
 	// of URL instead of sending load (ServeReferenceProxy).
 	ReferenceProxy string
+	// FloorProxy, when set, is the address to serve the floor proxy on in front of URL
+	// instead of sending load (ServeFloorProxy).
+	FloorProxy string
 	URL            string        // the baseline target's base URL
 	API            API           // request shape
 	Model          string        // model name in every request
