@@ -72,23 +72,23 @@ type Options struct {
 	ReferenceProxy string
 	// FloorProxy, when set, is the address to serve the floor proxy on in front of URL
 	// instead of sending load (ServeFloorProxy).
-	FloorProxy string
-	URL            string        // the baseline target's base URL
-	API            API           // request shape
-	Model          string        // model name in every request
-	Prompt         string        // the user message (chat, messages), prompt or input
-	PromptBytes    int           // with a conversation before Prompt, the body's size (0: none)
-	MaxTokens      int           // output tokens asked for
-	Concurrency    int           // streams open at once
-	Duration       time.Duration // no request starts after this long; 0 with Requests set: no limit
-	Requests       int           // measured requests per run; 0: run for Duration
-	Warmup         int           // unmeasured requests before each run
-	Header         http.Header   // added to every request; overrides the defaults
-	Timeout        time.Duration // per request; 0: none
-	IgnoreEOS      bool          // send ignore_eos on chat and completions
-	StreamUsage    bool          // send stream_options.include_usage on chat and completions
-	PID            int           // the baseline's server process, 0: none
-	ResetPeak      bool          // reset each PID's peak RSS before a run
+	FloorProxy  string
+	URL         string        // the baseline target's base URL
+	API         API           // request shape
+	Model       string        // model name in every request
+	Prompt      string        // the user message (chat, messages), prompt or input
+	PromptBytes int           // with a conversation before Prompt, the body's size (0: none)
+	MaxTokens   int           // output tokens asked for
+	Concurrency int           // streams open at once
+	Duration    time.Duration // no request starts after this long; 0 with Requests set: no limit
+	Requests    int           // measured requests per run; 0: run for Duration
+	Warmup      int           // unmeasured requests before each run
+	Header      http.Header   // added to every request; overrides the defaults
+	Timeout     time.Duration // per request; 0: none
+	IgnoreEOS   bool          // send ignore_eos on chat and completions
+	StreamUsage bool          // send stream_options.include_usage on chat and completions
+	PID         int           // the baseline's server process, 0: none
+	ResetPeak   bool          // reset each PID's peak RSS before a run
 
 	// Workload is "streams" (the default: the same request over and over) or
 	// "multiturn" (conversations, Multi).
