@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/logging"
 	"github.com/fencegate/fencegate/internal/request"
 )
 
@@ -133,9 +134,14 @@ func (s *Server) logAccess(r *http.Request, start time.Time, status int, entry *
 	if entry.errCode != "" {
 		attrs = append(attrs, slog.String("error_code", entry.errCode))
 	}
-	// Straight to the handler, with no caller's PC: Logger.LogAttrs walks the stack for
+	// Written by hand when the log is the JSON lines it is by default: slog's handler
+	// took three times as long for the same bytes (logging.WriteJSONLine). Otherwise
+	// straight to the handler, with no caller's PC: Logger.LogAttrs walks the stack for
 	// one on every call, a twentieth of a streamed request's own instructions, for a
 	// source location the access log never prints.
+	if logging.WriteJSONLine(handler, end, slog.LevelInfo, "request", attrs) {
+		return
+	}
 	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(attrs...)
 	handler.Handle(r.Context(), rec)

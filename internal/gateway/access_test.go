@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 	"github.com/fencegate/fencegate/internal/gateway"
 	"github.com/fencegate/fencegate/internal/h1server/h1servertest"
+	"github.com/fencegate/fencegate/internal/logging"
 	"github.com/fencegate/fencegate/internal/sim"
 	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/openai/openai-go/v3"
@@ -31,15 +32,30 @@ func (s *syncBuffer) lines() []map[string]any {
 }
 
 // One JSON access-log line per request with what an operator needs, and never the prompt
-// or the answer.
+// or the answer: through slog's JSON handler, and through the buffered logger `fencegate
+// serve` runs with, whose access lines are written by hand (logging.WriteJSONLine).
 func TestAccessLog(t *testing.T) {
+	t.Run("slog", func(t *testing.T) {
+		var sink syncBuffer
+		testAccessLog(t, &sink, slog.New(slog.NewJSONHandler(&sink, nil)), func() {})
+	})
+	t.Run("serve's", func(t *testing.T) {
+		var sink syncBuffer
+		l, flush, err := logging.NewBuffered(logging.JSON, &sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testAccessLog(t, &sink, l, func() { flush() })
+	})
+}
+
+func testAccessLog(t *testing.T, sink *syncBuffer, log *slog.Logger, flush func()) {
 	s := startSim(t, sim.Config{Name: "sim-1"})
-	var sink syncBuffer
 	cfg := &config.Config{Store: "memory:", Models: []config.Model{{Name: "sim-model", Replicas: []config.Replica{{URL: s.URL(), Name: "sim-1"}}}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Logger: slog.New(slog.NewJSONHandler(&sink, nil))})
+	gw, err := gateway.New(context.Background(), cfg, gateway.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +69,7 @@ func TestAccessLog(t *testing.T) {
 	c.Chat.Completions.New(testCtx(t), openai.ChatCompletionNewParams{Model: "no-such-model",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
 	srv.Close() // handlers have returned
+	flush()
 	var requests []map[string]any
 	for _, l := range sink.lines() {
 		if l["msg"] == "request" {

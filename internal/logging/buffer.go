@@ -90,7 +90,7 @@ func NewBuffered(format string, w io.Writer) (*slog.Logger, func() error, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	return slog.New(flushingHandler{Handler: l.Handler(), b: b}), b.Flush, nil
+	return slog.New(flushingHandler{Handler: l.Handler(), b: b, bareJSON: format == JSON || format == ""}), b.Flush, nil
 }
 
 // flushingHandler writes a record at WARN or above, and the lines before it, at once:
@@ -98,6 +98,9 @@ func NewBuffered(format string, w io.Writer) (*slog.Logger, func() error, error)
 type flushingHandler struct {
 	slog.Handler
 	b *Buffer
+	// bareJSON: Handler is the JSON handler itself, with no attributes or groups added,
+	// whose lines WriteJSONLine writes as it would.
+	bareJSON bool
 }
 
 func (h flushingHandler) Handle(ctx context.Context, r slog.Record) error {
