@@ -103,7 +103,7 @@ func (s *Server) startCompletion(w http.ResponseWriter, r *http.Request, ep open
 		Owner: s.gatewayID, OwnerLeaseUntil: now.Add(s.boot.Idempotency.OwnerLease.D()),
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Idempotency.Retention.D()),
 	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
+	if key := field(r.Header, "Idempotency-Key"); key != "" {
 		if !s.claim(w, r, &params, &row, key, body, now) {
 			return nil, ticket, false
 		}

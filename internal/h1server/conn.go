@@ -337,7 +337,7 @@ func (c *conn) handle(req *http.Request) (keep, linger bool) {
 	req = req.WithContext(ctx)
 	w := newResponse(c, req)
 	body := &requestBody{c: c, w: w, rc: req.Body}
-	switch expect := req.Header.Get("Expect"); {
+	switch expect := field(req.Header, "Expect"); {
 	case strings.EqualFold(expect, "100-continue"):
 		body.continueDue = req.ProtoAtLeast(1, 1) && req.ContentLength != 0
 	case expect != "":

@@ -74,12 +74,12 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	if cl := w.header.Get("Content-Length"); cl != "" {
+	if cl := field(w.header, "Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.declared = v
 		} else {
 			w.c.s.log().Warn("h1server: invalid Content-Length set by the handler; ignored", "content_length", cl)
-			w.header.Del("Content-Length")
+			delete(w.header, "Content-Length")
 		}
 	}
 }
@@ -272,13 +272,13 @@ func (w *response) commit(final bool, next []byte) {
 	if !w.bodyAllowed() {
 		// No framing on a response without a body (RFC 9110 §8.6, §15.3.5), nor a type on
 		// a 304: net/http drops them, whatever the handler set (a proxy copies them).
-		h.Del("Content-Length")
-		h.Del("Transfer-Encoding")
+		delete(h, "Content-Length")
+		delete(h, "Transfer-Encoding")
 		if w.status == http.StatusNotModified {
-			h.Del("Content-Type")
+			delete(h, "Content-Type")
 		}
 	}
-	if final && w.declared == -1 && w.bodyAllowed() && h.Get("Transfer-Encoding") == "" {
+	if final && w.declared == -1 && w.bodyAllowed() && field(h, "Transfer-Encoding") == "" {
 		// A HEAD response says the length a GET would get (RFC 9110 §9.3.2), as net/http
 		// does when the handler wrote something.
 		n := int64(len(body))
@@ -287,25 +287,25 @@ func (w *response) commit(final bool, next []byte) {
 		}
 		if !w.head || n > 0 {
 			w.declared = n
-			h.Set("Content-Length", strconv.FormatInt(n, 10))
+			h["Content-Length"] = []string{strconv.FormatInt(n, 10)}
 		}
 	}
 	// The type is sniffed from the body's first bytes, those held and those of the write
 	// that commits (net/http sniffs the first write that reaches the wire), unless the
 	// body is encoded (its bytes then say nothing of the type; net/http, issue 31753).
-	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed() && h.Get("Content-Encoding") == "" {
+	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed() && field(h, "Content-Encoding") == "" {
 		sniff := body
 		if len(sniff) < sniffLen && len(next) > 0 {
 			sniff = append(sniff[:len(sniff):len(sniff)], next[:min(len(next), sniffLen-len(sniff))]...)
 		}
 		if len(sniff) > 0 {
-			h.Set("Content-Type", http.DetectContentType(sniff))
+			h["Content-Type"] = []string{http.DetectContentType(sniff)}
 		}
 	}
-	if strings.EqualFold(h.Get("Connection"), "close") || w.req.Close || w.c.s.shutdown.Load() {
+	if strings.EqualFold(field(h, "Connection"), "close") || w.req.Close || w.c.s.shutdown.Load() {
 		w.closeAfter = true
 	}
-	h.Del("Transfer-Encoding")
+	delete(h, "Transfer-Encoding")
 	switch {
 	case !w.bodyAllowed() || w.head || w.declared != -1:
 	case w.http11:
@@ -317,7 +317,7 @@ func (w *response) commit(final bool, next []byte) {
 		w.closeAfter = true
 	}
 	if w.closeAfter && !httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
-		h.Del("Connection") // a handler's keep-alive would say the opposite (net/http drops it too)
+		delete(h, "Connection") // a handler's keep-alive would say the opposite (net/http drops it too)
 	}
 
 	b := writePool.Get().(*[]byte)
@@ -332,7 +332,7 @@ func (w *response) commit(final bool, next []byte) {
 		head = append(head, "Transfer-Encoding: chunked\r\n"...)
 	}
 	if w.closeAfter {
-		if h.Get("Connection") == "" {
+		if field(h, "Connection") == "" {
 			head = append(head, "Connection: close\r\n"...)
 		}
 	} else if !w.http11 {
@@ -421,7 +421,7 @@ func (w *response) finish(body *requestBody) (keep, linger bool) {
 	// could otherwise carry another request, and before the head goes out, so that the
 	// head can say the connection closes if the rest is too long to drop.
 	closing := w.closeAfter || w.err != nil || w.req.Close || w.c.s.shutdown.Load() ||
-		strings.EqualFold(w.header.Get("Connection"), "close")
+		strings.EqualFold(field(w.header, "Connection"), "close")
 	if !body.done {
 		if !closing {
 			if d := w.c.s.ReadHeaderTimeout; d > 0 {
@@ -453,3 +453,14 @@ var _ interface {
 	http.Flusher
 	FlushError() error
 } = (*response)(nil)
+
+// field is h.Get(key) for a key already in canonical form, as every key the server reads
+// is: without Get's canonicalization of the key, a few hundred instructions a call, on
+// every request's path. The fields the server parses and those handlers set through
+// Header's methods are stored under canonical keys, so the two find the same values.
+func field(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}

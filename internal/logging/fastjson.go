@@ -84,7 +84,7 @@ func appendJSONString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if plainASCII[c] {
 				i++
 				continue
 			}
@@ -125,6 +125,15 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// plainASCII marks the ASCII bytes a JSON string holds as they are: all but the controls,
+// the quote and the backslash. A table, since this loop is most of the line's cost.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // validJSONNumber reports whether s is a JSON number, as encoding/json checks a
 // json.Number before writing it.

@@ -103,10 +103,12 @@ func (cw *clientWriter) expire(t time.Time) {
 
 // streamHeaders writes the headers of an SSE response.
 func (cw *clientWriter) streamHeaders() {
+	// Keys in canonical form, set without Header.Set's canonicalization of each: this is
+	// on every stream's path to its first byte.
 	h := cw.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-cache"}
+	h["X-Accel-Buffering"] = []string{"no"}
 	cw.w.WriteHeader(http.StatusOK)
 	cw.status = http.StatusOK
 	cw.dirty = true
@@ -115,8 +117,8 @@ func (cw *clientWriter) streamHeaders() {
 // bodyHeaders writes the headers of a complete JSON response of n bytes.
 func (cw *clientWriter) bodyHeaders(n int) {
 	h := cw.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(n))
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(n)}
 	cw.w.WriteHeader(http.StatusOK)
 	cw.status = http.StatusOK
 }
