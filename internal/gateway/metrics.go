@@ -35,6 +35,8 @@ type metrics struct {
 	queueLen   *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
 	queueEnded *prometheus.CounterVec
+	// children are the per-request vectors' children, found without the vectors' lookups.
+	children metricChildren
 }
 
 func newMetrics(s *Server) *metrics {
@@ -184,16 +186,16 @@ func (m *metrics) SlowFirstToken(model string) { m.softTimeouts.WithLabelValues(
 
 // FirstDelta observes a request's time to first token.
 func (m *metrics) FirstDelta(model string, ttft time.Duration) {
-	m.ttft.WithLabelValues(model).Observe(ttft.Seconds())
+	m.children.ttftOf(m.ttft, model).Observe(ttft.Seconds())
 }
 
 // AttemptEnded counts an attempt by replica and how it ended.
 func (m *metrics) AttemptEnded(model, replica, end string) {
-	m.attempts.WithLabelValues(model, replica, end).Inc()
+	m.children.attemptsOf(m.attempts, attemptLabels{model, replica, end}).Inc()
 }
 
 // RequestEnded counts a request by API and outcome, and the output tokens it delivered.
 func (m *metrics) RequestEnded(model string, api openai.Endpoint, o failover.Outcome, delivered int) {
-	m.requests.WithLabelValues(model, api.String(), o.String()).Inc()
-	m.delivered.WithLabelValues(model).Add(float64(delivered))
+	m.children.requestsOf(m.requests, requestLabels{model, api, o}).Inc()
+	m.children.deliveredOf(m.delivered, model).Add(float64(delivered))
 }
