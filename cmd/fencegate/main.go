@@ -17,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/chaos"
 	"github.com/fencegate/fencegate/internal/cli"
+	"github.com/fencegate/fencegate/internal/floorproxy"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "chaos":
 		return chaos.Main(args[1:], stdout)
 	case "bench":
+		bench.FloorProxy = floorproxy.Serve
 		return bench.Main(ctx, args[1:], stdout, stderr)
 	case "replay":
 		return replay(ctx, args[1:], stdout, stderr)

@@ -206,6 +206,11 @@ func redactHeaders(args []string) []string {
 	return out
 }
 
+// FloorProxy serves --floor-proxy (internal/floorproxy.Serve), set by the command. It is
+// not imported here: the benchmarks of the packages below the engine client build their
+// request bodies with this package, which would then import them.
+var FloorProxy func(ctx context.Context, ln net.Listener, upstream *url.URL, log io.Writer) error
+
 // serveProxy is --reference-proxy and --floor-proxy: the proxy on its address, in front
 // of --url.
 func serveProxy(ctx context.Context, opts Options, stdout io.Writer) error {
@@ -218,7 +223,10 @@ func serveProxy(ctx context.Context, opts Options, stdout io.Writer) error {
 	}
 	flag, addr, serve := "--reference-proxy", opts.ReferenceProxy, ServeReferenceProxy
 	if opts.FloorProxy != "" {
-		flag, addr, serve = "--floor-proxy", opts.FloorProxy, ServeFloorProxy
+		if FloorProxy == nil {
+			return errors.New("bench: --floor-proxy: not in this build")
+		}
+		flag, addr, serve = "--floor-proxy", opts.FloorProxy, FloorProxy
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

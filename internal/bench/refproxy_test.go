@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/internal/bench"
+	"github.com/fencegate/fencegate/internal/floorproxy"
 	"github.com/fencegate/fencegate/internal/sim"
 )
 
@@ -22,7 +23,7 @@ func TestMeasuringProxiesForward(t *testing.T) {
 		serve func(context.Context, net.Listener, *url.URL, io.Writer) error
 	}{
 		{"reference", bench.ServeReferenceProxy},
-		{"floor", bench.ServeFloorProxy},
+		{"floor", floorproxy.Serve},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			s := startSim(t, sim.Config{})

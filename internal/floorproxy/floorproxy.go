@@ -1,4 +1,7 @@
-package bench
+// Package floorproxy is a measuring instrument: the least a Go proxy built of the
+// gateway's own server and engine client costs, served by `fencegate bench --floor-proxy`
+// (docs/performance.md). It is never a gateway.
+package floorproxy
 
 import (
 	"context"
@@ -27,7 +30,7 @@ var floorSkip = map[string]bool{
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// ServeFloorProxy serves, on ln, the least a Go proxy built of the gateway's own parts
+// Serve serves, on ln, the least a Go proxy built of the gateway's own parts
 // does, until ctx ends: the gateway's HTTP/1.1 server on the client's side, its engine
 // client (pooled kept-alive connections, the response read in the handler's goroutine)
 // on the engine's, and in between nothing but a copy — no parse of the request, no event
@@ -36,13 +39,13 @@ var floorSkip = map[string]bool{
 // Go runtime and the two sockets, which no gateway logic can take off, and what is the
 // gateway's own work. It is a measuring instrument, never a gateway: it answers a broken
 // engine with a cut connection and has no limits beyond the body's size.
-func ServeFloorProxy(ctx context.Context, ln net.Listener, upstreamURL *url.URL, log io.Writer) error {
+func Serve(ctx context.Context, ln net.Listener, upstreamURL *url.URL, log io.Writer) error {
 	if upstreamURL.Scheme != "http" || upstreamURL.Host == "" {
-		return fmt.Errorf("bench: floor proxy: upstream %q is not an http URL", upstreamURL)
+		return fmt.Errorf("floor proxy: upstream %q is not an http URL", upstreamURL)
 	}
 	client, err := upstream.New(upstream.Options{})
 	if err != nil {
-		return fmt.Errorf("bench: floor proxy: %w", err)
+		return fmt.Errorf("floor proxy: %w", err)
 	}
 	defer client.CloseIdle()
 	fp := &floorProxy{client: client, base: upstreamURL.Scheme + "://" + upstreamURL.Host}
@@ -51,7 +54,7 @@ func ServeFloorProxy(ctx context.Context, ln net.Listener, upstreamURL *url.URL,
 	defer stop()
 	fmt.Fprintf(log, "floor proxy listening on http://%s, in front of %s\n", ln.Addr(), upstreamURL)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("bench: floor proxy: %w", err)
+		return fmt.Errorf("floor proxy: %w", err)
 	}
 	return nil
 }
