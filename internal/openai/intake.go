@@ -475,13 +475,38 @@ func isInt64(v []byte) bool {
 	return err == nil
 }
 
-// keyString decodes a member key the scanner read.
+// keyString decodes a member key the scanner read. A name the APIs define is the
+// constant itself: a request's every top-level key would otherwise be an allocation.
 func keyString(key []byte, n int) string {
 	if n == len(key)-2 {
-		return string(key[1 : len(key)-1])
+		raw := key[1 : len(key)-1]
+		if name, ok := memberNames[string(raw)]; ok {
+			return name
+		}
+		return string(raw)
 	}
 	return unquote(key)
 }
+
+// memberNames are the top-level and stream_options member names of the four APIs'
+// requests that clients send most, each mapped to itself.
+var memberNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{
+		"model", "messages", "stream", "max_tokens", "max_completion_tokens", "temperature",
+		"top_p", "top_k", "n", "stop", "seed", "user", "stream_options", "include_usage",
+		"continuous_usage_stats", "tools", "tool_choice", "parallel_tool_calls",
+		"response_format", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+		"logit_bias", "ignore_eos", "metadata", "store", "reasoning_effort", "service_tier",
+		"system", "stop_sequences", "thinking", "input", "instructions", "previous_response_id",
+		"max_output_tokens", "text", "reasoning", "include", "truncation", "prompt", "echo",
+		"suffix", "best_of", "encoding_format", "dimensions", "min_tokens", "repetition_penalty",
+		"skip_special_tokens", "chat_template_kwargs",
+	} {
+		m[n] = n
+	}
+	return m
+}()
 
 // stringIs reports whether a string of the body, of decoded length n, decodes to want.
 func stringIs(quoted []byte, n int, want string) bool {
