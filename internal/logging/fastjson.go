@@ -12,13 +12,13 @@ import (
 // WriteJSONLine writes a record of the given time, level, message and attributes as the
 // logger NewBuffered made for the JSON format would, byte for byte, without slog's
 // generic handler, and reports whether it did. It is for the access log, one line a
-// request: slog's JSON handler took a tenth of a streamed request's instructions to
-// format that line (docs/performance.md, "The access log, formatted by hand"). It does
-// only what it can do exactly — attributes that are strings, integers (slog.Int,
-// slog.Int64) or json.Numbers with non-empty keys, on that logger's handler itself, not
-// one made by With or WithGroup — and otherwise writes nothing and returns false; the
-// caller then hands the record to the handler. The caller checks Enabled first, as
-// slog.Logger does.
+// request: slog's JSON handler took a twentieth of a streamed request's instructions to
+// format that line, three times what this takes (docs/performance.md, "The floor under
+// the gateway"). It does only what it can do exactly — attributes that are strings,
+// integers (slog.Int, slog.Int64) or json.Numbers with non-empty keys, on that logger's
+// handler itself, not one made by With or WithGroup — and otherwise writes nothing and
+// returns false; the caller then hands the record to the handler. The caller checks
+// Enabled first, as slog.Logger does.
 func WriteJSONLine(h slog.Handler, t time.Time, level slog.Level, msg string, attrs []slog.Attr) bool {
 	fh, ok := h.(flushingHandler)
 	if !ok || !fh.bareJSON {
