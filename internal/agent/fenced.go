@@ -15,11 +15,11 @@ import (
 func (a *Agent) serveData(w http.ResponseWriter, r *http.Request) {
 	leaseHeader := r.Header.Get(HeaderLease)
 	if leaseHeader == "" {
-		a.metrics.requests.WithLabelValues(kindUnfenced).Inc()
+		a.metrics.unfenced.Inc()
 		a.proxy.ServeHTTP(w, r)
 		return
 	}
-	a.metrics.requests.WithLabelValues(kindFenced).Inc()
+	a.metrics.fenced.Inc()
 	// The lease runs from receipt: take the time before anything else, so
 	// the agent's expiry is never later than the gateway's bound on it.
 	received := a.cfg.Now()

@@ -23,6 +23,11 @@ type agentMetrics struct {
 	scrapeErrors prometheus.Counter
 	unauthorized prometheus.Counter
 	reloads      *prometheus.CounterVec
+	// fenced, unfenced and endedBy are the children every attempt counts, resolved once:
+	// a vector's WithLabelValues checks, hashes and looks its values up under a lock on
+	// every call. The vectors never delete a child.
+	fenced, unfenced prometheus.Counter
+	endedBy          map[string]prometheus.Counter
 }
 
 // Kinds of requests the agent serves (fencegate_agent_requests_total).
@@ -57,6 +62,12 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 		Help: "Requests refused 401 for a missing or wrong X-Fencegate-Agent-Key (during a secret rotation, a sign that a gateway sends a secret the agent does not hold yet)."})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencegate_agent_secret_reloads_total",
 		Help: "Reads of the secret file that changed the secrets (changed) or failed (error; the secrets read last stay)."}, []string{"result"})
+	m.fenced, m.unfenced = m.requests.WithLabelValues(kindFenced), m.requests.WithLabelValues(kindUnfenced)
+	m.endedBy = make(map[string]prometheus.Counter)
+	for _, r := range []string{EndFinished, EndLeaseExpired, EndRevoked, EndSuperseded, EndEngineError,
+		EndClientGone, EndBadRequest, EndAgentClosed} {
+		m.endedBy[r] = m.ended.WithLabelValues(r)
+	}
 	m.reg.MustRegister(m.requests, m.granted, m.staleEpochs, m.ended, m.renewals, m.cancels, m.sglangAborts,
 		m.scrapeErrors, m.unauthorized, m.reloads, &agentCollector{a: a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -75,6 +86,15 @@ func (m *agentMetrics) secretReload(changed bool, err error) {
 
 func (m *agentMetrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// attemptEnded counts an attempt by why it ended.
+func (m *agentMetrics) attemptEnded(reason string) {
+	if c, ok := m.endedBy[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.ended.WithLabelValues(reason).Inc()
 }
 
 // counted counts each request to h as kind.

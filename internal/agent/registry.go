@@ -116,7 +116,7 @@ func (a *Agent) finish(at *attempt, reason string) {
 	}
 	close(at.done)
 	a.notifyLocked()
-	a.metrics.ended.WithLabelValues(reason).Inc()
+	a.metrics.attemptEnded(reason)
 }
 
 // notifyLocked wakes everyone waiting for an attempt to start or end.
