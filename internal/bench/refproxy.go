@@ -32,11 +32,23 @@ func ServeReferenceProxy(ctx context.Context, ln net.Listener, upstream *url.URL
 		DisableCompression:  true,
 	}
 	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	return ServeUntil(ctx, srv, ln, "reference proxy", upstream, log)
+}
+
+// Server is what ServeUntil runs: net/http's server or the gateway's own.
+type Server interface {
+	Serve(net.Listener) error
+	Close() error
+}
+
+// ServeUntil runs a measuring proxy, named name, on ln in front of upstream until ctx
+// ends, saying on log where it listens.
+func ServeUntil(ctx context.Context, srv Server, ln net.Listener, name string, upstream *url.URL, log io.Writer) error {
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
-	fmt.Fprintf(log, "reference proxy listening on http://%s, in front of %s\n", ln.Addr(), upstream)
+	fmt.Fprintf(log, "%s listening on http://%s, in front of %s\n", name, ln.Addr(), upstream)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("bench: reference proxy: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

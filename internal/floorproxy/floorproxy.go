@@ -5,7 +5,6 @@ package floorproxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/h1server"
 	"github.com/fencegate/fencegate/internal/upstream"
 )
@@ -50,13 +50,7 @@ func Serve(ctx context.Context, ln net.Listener, upstreamURL *url.URL, log io.Wr
 	defer client.CloseIdle()
 	fp := &floorProxy{client: client, base: upstreamURL.Scheme + "://" + upstreamURL.Host}
 	srv := &h1server.Server{Handler: fp, ReadHeaderTimeout: 10 * time.Second}
-	stop := context.AfterFunc(ctx, func() { srv.Close() })
-	defer stop()
-	fmt.Fprintf(log, "floor proxy listening on http://%s, in front of %s\n", ln.Addr(), upstreamURL)
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("floor proxy: %w", err)
-	}
-	return nil
+	return bench.ServeUntil(ctx, srv, ln, "floor proxy", upstreamURL, log)
 }
 
 type floorProxy struct {

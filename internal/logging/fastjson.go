@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/fencegate/fencegate/internal/jsonstr"
 )
 
 // WriteJSONLine writes a record of the given time, level, message and attributes as the
@@ -29,22 +30,26 @@ func WriteJSONLine(h slog.Handler, t time.Time, level slog.Level, msg string, at
 	}
 	bp := lineBufs.Get().(*[]byte)
 	defer lineBufs.Put(bp)
-	b := append((*bp)[:0], `{"time":"`...)
-	b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","level":`...)
-	b = appendJSONString(b, level.String())
+	b := append((*bp)[:0], '{')
+	if !t.IsZero() { // slog leaves a zero time out
+		b = append(b, `"time":"`...)
+		b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"level":`...)
+	b = jsonstr.Slog.Append(b, level.String())
 	b = append(b, `,"msg":`...)
-	b = appendJSONString(b, msg)
+	b = jsonstr.Slog.Append(b, msg)
 	for _, a := range attrs {
 		if a.Key == "" {
 			return false
 		}
 		b = append(b, ',')
-		b = appendJSONString(b, a.Key)
+		b = jsonstr.Slog.Append(b, a.Key)
 		b = append(b, ':')
 		switch v := a.Value; v.Kind() {
 		case slog.KindString:
-			b = appendJSONString(b, v.String())
+			b = jsonstr.Slog.Append(b, v.String())
 		case slog.KindInt64:
 			b = strconv.AppendInt(b, v.Int64(), 10)
 		case slog.KindAny:
@@ -76,64 +81,6 @@ var lineBufs = sync.Pool{New: func() any {
 	b := make([]byte, 0, 1024)
 	return &b
 }}
-
-// appendJSONString appends s quoted as log/slog's JSON handler quotes it: encoding/json's
-// escapes without the HTML ones, invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if plainASCII[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// plainASCII marks the ASCII bytes a JSON string holds as they are: all but the controls,
-// the quote and the backslash. A table, since this loop is most of the line's cost.
-var plainASCII = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // validJSONNumber reports whether s is a JSON number, as encoding/json checks a
 // json.Number before writing it.

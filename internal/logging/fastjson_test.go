@@ -50,6 +50,7 @@ func FuzzWriteJSONLineMatchesSlog(f *testing.F) {
 	f.Add("m", "n", "bad number", int64(0), "01", int64(1), int64(0), 0)
 	f.Add("m", "n", "bad number", int64(0), "1.", int64(1), int64(0), 0)
 	f.Add("m", "n", "far future", int64(0), "1", int64(253402300800), int64(0), 0)
+	f.Add("0", "0", "zero time", int64(0), "", int64(-62135596800), int64(0), 0)
 	f.Fuzz(func(t *testing.T, msg, key, val string, n int64, num string, sec, nsec int64, level int) {
 		at := time.Unix(sec, nsec).UTC()
 		if sec%2 == 1 {
