@@ -105,12 +105,19 @@ type flushingHandler struct {
 
 func (h flushingHandler) Handle(ctx context.Context, r slog.Record) error {
 	err := h.Handler.Handle(ctx, r)
-	if r.Level >= slog.LevelWarn {
-		if ferr := h.b.Flush(); err == nil {
-			err = ferr
-		}
+	if ferr := h.flushAt(r.Level); err == nil {
+		err = ferr
 	}
 	return err
+}
+
+// flushAt writes the buffered lines out when a line of level was just added and is one an
+// operator watches for (WARN or above).
+func (h flushingHandler) flushAt(level slog.Level) error {
+	if level < slog.LevelWarn {
+		return nil
+	}
+	return h.b.Flush()
 }
 
 func (h flushingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

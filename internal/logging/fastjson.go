@@ -71,9 +71,7 @@ func WriteJSONLine(h slog.Handler, t time.Time, level slog.Level, msg string, at
 	b = append(b, "}\n"...)
 	*bp = b
 	_, _ = fh.b.Write(b) // the JSON handler's error is the writer's, which slog.Logger drops too
-	if level >= slog.LevelWarn {
-		_ = fh.b.Flush()
-	}
+	_ = fh.flushAt(level)
 	return true
 }
 
