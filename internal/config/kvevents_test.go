@@ -15,6 +15,7 @@ models:
       - {url: "http://10.0.0.7:8000"}
       - {url: "http://[fd00::1]:8000", engine: vllm}
       - {url: "http://vllm-2.vllm:8000", kv_events: {endpoint: "tcp://events.example:6000", late_after: 5s}}
+      - {url: "http://10.0.0.9:30000", engine: sglang}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ models:
 		base + "    kv_events: {endpoint: 'tcp://{host}:5557', replay_endpoint: 'tcp://{host}:5557'}\n":                                                       "replay_endpoint",
 		base + "    kv_events: {endpoint: 'tcp://{host}:5557', late_after: -1s}\n":                                                                            "late_after",
 		base + "    kv_events: {endpoint: 'tcp://{host}:5557'}\n    affinity: {policy: prefix_hash}\n":                                                        "read by affinity.policy cache_aware only",
-		"models:\n  - name: m\n    kv_events: {endpoint: 'tcp://{host}:5557'}\n    replicas:\n      - {url: 'http://127.0.0.1:9001', engine: sglang}\n":       "models[0].replicas[0].kv_events: engine is sglang",
+		"models:\n  - name: m\n    kv_events: {endpoint: 'tcp://{host}:5557'}\n    replicas:\n      - {url: 'http://127.0.0.1:9001', engine: llamacpp}\n":     "models[0].replicas[0].kv_events: engine is llamacpp",
 		"models:\n  - name: m\n    replicas:\n      - {url: 'http://127.0.0.1:9001', kv_events: {endpoint: 'tcp://x:1'}}\n    affinity: {prefix_bytes: -1}\n": "prefix_bytes -1",
 	}
 	for in, want := range cases {

@@ -282,15 +282,15 @@ func (m *Model) validate(field string) error {
 }
 
 // validateKVEvents checks the pool's and its replicas' kv_events: the cache-aware policy
-// is what reads them, and only vLLM's are read.
+// is what reads them, and only vLLM's and SGLang's engines publish them.
 func (m *Model) validateKVEvents(field string) error {
 	set := m.KVEvents != nil
 	if m.KVEvents != nil {
 		if err := m.KVEvents.validate(field + ".kv_events"); err != nil {
 			return err
 		}
-		if d := m.ReplicasFrom; d != nil && d.Engine != "" && d.Engine != "vllm" {
-			return fmt.Errorf("%s.kv_events: replicas_from.engine is %s; only vLLM's KV events are read", field, d.Engine)
+		if d := m.ReplicasFrom; d != nil && !publishesKVEvents(d.Engine) {
+			return fmt.Errorf("%s.kv_events: replicas_from.engine is %s; only vLLM's and SGLang's KV events are read", field, d.Engine)
 		}
 	}
 	for j := range m.Replicas {
@@ -302,8 +302,8 @@ func (m *Model) validateKVEvents(field string) error {
 				return err
 			}
 		}
-		if (r.KVEvents != nil || m.KVEvents != nil) && r.Engine != "" && r.Engine != "vllm" {
-			return fmt.Errorf("%s.kv_events: engine is %s; only vLLM's KV events are read (set kv_events on its vLLM replicas only)", f, r.Engine)
+		if (r.KVEvents != nil || m.KVEvents != nil) && !publishesKVEvents(r.Engine) {
+			return fmt.Errorf("%s.kv_events: engine is %s; only vLLM's and SGLang's KV events are read (set kv_events on those replicas only)", f, r.Engine)
 		}
 	}
 	if set && (m.Affinity.Policy != AffinityCacheAware || m.Affinity.PrefixBytes < 0) {
@@ -311,6 +311,12 @@ func (m *Model) validateKVEvents(field string) error {
 			field, AffinityCacheAware, m.Affinity.Policy, m.Affinity.PrefixBytes)
 	}
 	return nil
+}
+
+// publishesKVEvents reports whether a replica of engine (as configured; "" when found
+// from its metrics) may have kv_events: vLLM and SGLang publish them alike.
+func publishesKVEvents(engine string) bool {
+	return engine == "" || engine == "vllm" || engine == "sglang"
 }
 
 func (c *Canary) validate(field string) error {

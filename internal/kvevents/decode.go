@@ -12,7 +12,8 @@ import (
 )
 
 // DecodeBatch decodes the msgpack payload of one published message, a vLLM KVEventBatch
-// as msgspec encodes it. Both encodings vLLM has used are read:
+// as msgspec encodes it, or SGLang's, which is vLLM's positional form (its batch's third
+// field is its attention data-parallel rank). Both encodings vLLM has used are read:
 //
 //   - positional (msgspec array_like=True): the batch is [ts, events, data_parallel_rank]
 //     (the rank left out by versions before it existed, or when it is None) and each

@@ -75,6 +75,7 @@ type Tracker struct {
 	lost                bool  // events were lost: untrusted until a resync or washTokens reach the cache's size
 	washTokens          int64 // tokens stored since events were lost
 	cacheTokens         int64 // the engine's cache in tokens (num_gpu_blocks × block_size), 0: unknown
+	restored            restoredBlocks
 }
 
 // NewTracker returns a tracker waiting for its first batch (Degraded).
@@ -209,6 +210,7 @@ func (t *Tracker) LastSeq() int64 {
 }
 
 func (t *Tracker) apply(b Batch, fx Effects) Effects {
+	t.restored.reset()
 	for _, e := range b.Events {
 		if e.Medium != "" && e.Medium != "GPU" {
 			continue // a connector's other tier (CPU, disk): not the cache a request hits first
@@ -219,10 +221,11 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 		switch e.Kind {
 		case Stored:
 			t.resident += len(e.Hashes)
-			n := int64(e.StoredTokens())
+			n := int64(e.StoredTokens() - t.restored.storedAgain(e))
 			t.winTokens += n
 			t.washTokens += n
 		case Removed:
+			t.restored.removed(e.Hashes)
 			// Counted, not followed: the record cannot tell which of its blocks the engine
 			// removed, and removals are mostly of blocks it never held — answers, other
 			// clients' prompts, another placement's — so evicting as much of the record
