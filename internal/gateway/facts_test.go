@@ -68,7 +68,13 @@ func adminOver(t *testing.T, model string, reps []config.Replica) string {
 // readyReplicas runs a gateway over replicas and returns /readyz's replicas by name.
 func readyReplicas(t *testing.T, model string, reps []config.Replica) map[string]map[string]any {
 	t.Helper()
-	resp, err := http.Get(adminOver(t, model, reps) + "/readyz")
+	return readyzReplicas(t, adminOver(t, model, reps))
+}
+
+// readyzReplicas returns the first pool's replicas by name from /readyz at admin.
+func readyzReplicas(t *testing.T, admin string) map[string]map[string]any {
+	t.Helper()
+	resp, err := http.Get(admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,23 +11,10 @@ import (
 	"github.com/fencegate/fencegate/internal/config"
 )
 
-// sglangKV is the kv_events of the one replica in /readyz at admin (nil: none yet).
+// sglangKV is the kv_events of replica sglang-1 in /readyz at admin (nil: none yet).
 func sglangKV(t *testing.T, admin string) map[string]any {
 	t.Helper()
-	resp, err := http.Get(admin + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var doc struct {
-		Pools []struct {
-			Replicas []map[string]any `json:"replicas"`
-		} `json:"models"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	kv, _ := doc.Pools[0].Replicas[0]["kv_events"].(map[string]any)
+	kv, _ := readyzReplicas(t, admin)["sglang-1"]["kv_events"].(map[string]any)
 	return kv
 }
 
