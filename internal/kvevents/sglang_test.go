@@ -112,6 +112,10 @@ func TestTrackerCountsStoresAfterUnrelatedRemovals(t *testing.T) {
 			{Kind: Removed, Hashes: one(p[1].hash)},
 			{Kind: Stored, Hashes: one(p[0].hash), Tokens: 1, BlockSize: 1},
 		}, 2},
+		"the cache cleared between": {[]Event{
+			{Kind: Removed, Hashes: one(p[0].hash)}, {Kind: Cleared},
+			{Kind: Stored, Hashes: one(p[0].hash), Tokens: 1, BlockSize: 1},
+		}, 1},
 		"part of a store's blocks again (vLLM's many blocks a store)": {[]Event{
 			{Kind: Removed, Hashes: []Hash{IntHash(1), IntHash(2)}},
 			{Kind: Stored, Hashes: []Hash{IntHash(1), IntHash(2), IntHash(3), IntHash(4)}, Tokens: 64, BlockSize: 16},

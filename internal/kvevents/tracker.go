@@ -236,6 +236,7 @@ func (t *Tracker) apply(b Batch, fx Effects) Effects {
 		case Cleared:
 			fx.Clear = true
 			t.resync()
+			t.restored.reset() // what is stored after it is new, whatever was removed before
 		}
 	}
 	t.learn()
