@@ -31,7 +31,18 @@ func ServeReferenceProxy(ctx context.Context, ln net.Listener, upstream *url.URL
 		IdleConnTimeout:     4 * time.Second,
 		DisableCompression:  true,
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	// Full duplex: net/http's server otherwise discards and closes a request's body when
+	// the handler starts its response, while the proxy's transport may still be reading
+	// that body — at least its end, after the engine, which had every byte, began to
+	// answer. The transport then fails the request write and closes the engine
+	// connection under the answer it is relaying: 2–5 % of one-stream requests to
+	// `fencegate sim` ended early that way, and Caddy's stream_truncated beside them looks
+	// the same (TestReferenceProxyKeepsTheBodyOpenWhileTheAnswerStreams).
+	duplex := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // net/http's own writer supports it
+		rp.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: duplex, ReadHeaderTimeout: 10 * time.Second}
 	return ServeUntil(ctx, srv, ln, "reference proxy", upstream, log)
 }
 

@@ -1,13 +1,17 @@
 package bench_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/internal/bench"
 	"github.com/fencegate/fencegate/internal/floorproxy"
@@ -74,3 +78,59 @@ func get(t *testing.T, url string) []byte {
 type discard struct{}
 
 func (*discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// The reference proxy's client may still be reading the request body it forwards when the
+// engine's answer begins: the engine answers once it has the body's bytes, the client's
+// last read of the body (the one that finds its end) can come after. net/http's server by
+// default discards and closes a request's body when its handler starts the response, which
+// cut that read, and with it the engine connection and the stream — 2–5 % of one-stream
+// requests through the proxy to `fencegate sim` ended early. Here the engine starts its
+// answer before the body's last bytes are sent: the proxy must keep the body open and
+// forward them, and the answer must end whole.
+func TestReferenceProxyKeepsTheBodyOpenWhileTheAnswerStreams(t *testing.T) {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Error(err)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		b, err := io.ReadAll(r.Body) // the body's end comes after the client saw "first"
+		fmt.Fprintf(w, "data: %q %v\n\ndata: [DONE]\n\n", b, err)
+	}))
+	t.Cleanup(engine.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(engine.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bench.ServeReferenceProxy(ctx, ln, u, &discard{}) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// A proxy that closes the body would leave the client waiting for the answer and the
+	// answer waiting for the body: the bound ends the wait (and the body's writer with it).
+	bound, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	body, send := io.Pipe()
+	context.AfterFunc(bound, func() { send.CloseWithError(bound.Err()) })
+	req, _ := http.NewRequestWithContext(bound, http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", body)
+	req.ContentLength = int64(len("head+tail"))
+	go send.Write([]byte("head+"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || line != "data: first\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	send.Write([]byte("tail"))
+	send.Close()
+	rest, err := io.ReadAll(r)
+	if want := "\ndata: \"head+tail\" <nil>\n\ndata: [DONE]\n\n"; err != nil || string(rest) != want {
+		t.Fatalf("the rest of the answer %q, %v; want %q", rest, err, want)
+	}
+}
