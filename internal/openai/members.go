@@ -1,5 +1,7 @@
 package openai
 
+import "slices"
+
 // Member is a member of a body's top-level object: its name, decoded, and its value
 // as the exact bytes of the body (no copy), which start at Offset.
 type Member struct {
@@ -78,4 +80,18 @@ func (n *names) seen(prev Members, name string) bool {
 		n.dup, n.found = name, true
 	}
 	return seen
+}
+
+// NamesOnly reports whether the object raw, a member's value that Parse accepted (such as
+// stream_options), names no member but those of names, escaped names read as they decode.
+func NamesOnly(raw []byte, names ...string) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	for _, m := range objectMembers(raw) {
+		if !slices.Contains(names, m.Name) {
+			return false
+		}
+	}
+	return true
 }

@@ -50,8 +50,12 @@ var usageOptions = []byte(`{"include_usage":true,"continuous_usage_stats":true}`
 
 // withUsage is the body asking the engine for usage in every chunk: stream_options with
 // include_usage and continuous_usage_stats set, the client's other stream options kept.
-// Only the stream_options member is written anew (with sjson, as a value of its own);
-// the rest are the client's bytes. members are the body's top-level members (Parse).
+// Only the stream_options member is written anew; the rest are the client's bytes.
+// members are the body's top-level members (Parse). Options that name nothing but the
+// two — the OpenAI SDKs' {"include_usage": true}, the common case — are replaced whole
+// by usageOptions, so that a key given twice or escaped leaves no second, contrary value
+// for the engine's parser to read last; others are rewritten with sjson, as a value of
+// their own.
 func withUsage(body []byte, members openai.Members) (engineBody, error) {
 	set := func(opts []byte) ([]byte, error) {
 		b, err := sjson.SetBytes(opts, "include_usage", true)
@@ -64,9 +68,12 @@ func withUsage(body []byte, members openai.Members) (engineBody, error) {
 		if m.Name != "stream_options" {
 			continue
 		}
-		opts, err := set(bytes.Clone(m.Value))
-		if err != nil {
-			return engineBody{}, err
+		opts := usageOptions
+		if !openai.NamesOnly(m.Value, "include_usage", "continuous_usage_stats") {
+			var err error
+			if opts, err = set(bytes.Clone(m.Value)); err != nil {
+				return engineBody{}, err
+			}
 		}
 		end := m.Offset + len(m.Value)
 		return engineBody{parts: [3][]byte{body[:m.Offset], opts, body[end:]}}, nil

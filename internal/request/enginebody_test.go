@@ -9,11 +9,13 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// The body that asks for usage in every chunk is what setting both options on the
-// whole body with sjson gave (the gateway's way before it kept the client's bytes),
-// byte for byte but for whitespace after the object, which sjson dropped when it added
-// the member and the client's bytes now keep; and it reads the same however often it
-// is read.
+// The body that asks for usage in every chunk is the client's with stream_options
+// replaced by usageOptions when it names nothing else — so that a key given twice, or
+// escaped, leaves no second, contrary value for the engine's parser to read last — and
+// otherwise what setting both options on the whole body with sjson gave (the gateway's
+// way before it kept the client's bytes), byte for byte but for whitespace after the
+// object, which sjson dropped when it added the member and the client's bytes now keep;
+// and it reads the same however often it is read.
 func TestWithUsageMatchesWholeBodyRewrite(t *testing.T) {
 	const msgs = `"model":"m","messages":[{"role":"user","content":"stream_options \"}"}],"stream":true`
 	for _, body := range []string{
@@ -39,6 +41,12 @@ func TestWithUsageMatchesWholeBodyRewrite(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, m := range members {
+			// Of the bodies above, one's options name another member ("x"); null is no object.
+			if m.Name == "stream_options" && m.Value[0] == '{' && !bytes.Contains(m.Value, []byte(`"x"`)) {
+				want = []byte(body[:m.Offset] + `{"include_usage":true,"continuous_usage_stats":true}` + body[m.Offset+len(m.Value):])
+			}
 		}
 		in := []byte(body)
 		got, err := withUsage(in, members)
