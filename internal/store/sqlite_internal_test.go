@@ -26,6 +26,11 @@ func TestSQLiteBoundaryRestoresSynchronousNormal(t *testing.T) {
 	if err := writer.QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
 	}
+	// Statement journals in memory (sqlite.go): 2 is MEMORY.
+	var temp int
+	if err := writer.QueryRowContext(t.Context(), "PRAGMA temp_store").Scan(&temp); err != nil || temp != 2 {
+		t.Fatalf("temp_store = %d, %v; want 2 (MEMORY)", temp, err)
+	}
 	if got := synchronous(); got != 1 {
 		t.Fatalf("synchronous = %d at open, want 1 (NORMAL)", got)
 	}
