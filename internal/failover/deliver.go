@@ -3,6 +3,8 @@ package failover
 import (
 	"math/bits"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/sse"
 )
 
 // chunk handles one SSE event of the current attempt while it answers normally.
@@ -111,6 +113,24 @@ func (m *Machine) noteFinished(ev Event) {
 	}
 	m.finished |= ev.Finished
 	m.finishedHigh += ev.FinishedHigh
+}
+
+// Passes reports whether a chunk of attempt n that bears output and does nothing else —
+// no finish_reason, no end, no error, not malformed, not a comment — would be delivered as
+// it is: its one action an ActWrite, its one effect its tokens counted as delivered. Then
+// the shell may step a run of such chunks, read together, as one chunk: their classes
+// joined, their tokens and sizes summed, their bytes written in one ActWrite. The machine
+// ends up where the chunks one by one would have left it (TestPassingChunksStepAsOne).
+// It holds once the boundary is crossed, while the attempt receives normally.
+func (m *Machine) Passes(n int) bool {
+	return m.committed && !m.done && m.current(n) && m.phase == receiving
+}
+
+// Passing reports whether a chunk of class c is of the kind Passes speaks of. A finish is
+// left out although the machine would deliver it as it is: it ends a choice, which the
+// shell reads (AllFinished) before it shapes the next chunk.
+func Passing(c sse.Class) bool {
+	return c&sse.Output != 0 && c&(sseFinish|sseDone|sseError|sseMalformed|sseComment) == 0
 }
 
 // AllFinished reports whether every choice of the current attempt sent its finish_reason.

@@ -39,6 +39,8 @@ type shell struct {
 	// those of the event parked for a boundary record.
 	finishedWritten uint64
 	parkedFinished  uint64
+	// passChecks counts the chunks checkPassesAsOne compared.
+	passChecks int
 }
 
 func newShell(t *testing.T, cfg Config) *shell {
@@ -58,6 +60,7 @@ func (s *shell) step(ev Event) []Action {
 		s.recordPending = false
 		s.recorded = ev.Err == nil
 	}
+	s.checkPassesAsOne(ev)
 	nAttempts := len(s.m.Attempts())
 	acts := s.m.Step(ev, s.now)
 	if len(s.m.Attempts()) > nAttempts {

@@ -19,7 +19,7 @@ func TestRandomSchedules(t *testing.T) {
 		sse.Usage, sse.Done, sse.Done, sse.Done, sse.Comment, sse.Error, sse.Malformed}
 	failures := []FailureClass{Dead, Uncertain, Overloaded, Rejected}
 	outcomes := map[Outcome]int{}
-	reruns, asked, budgetDenied := 0, 0, 0
+	reruns, asked, budgetDenied, passChecks := 0, 0, 0, 0
 	for seed := uint64(1); seed <= 3000; seed++ {
 		r := rand.New(rand.NewPCG(seed, seed*7919))
 		cfg := Config{
@@ -136,6 +136,7 @@ func TestRandomSchedules(t *testing.T) {
 			budgetDenied++
 		}
 		asked += s.asks
+		passChecks += s.passChecks
 	}
 	// The schedules must reach every ending, or the invariants above prove little.
 	for _, o := range []Outcome{Completed, Interrupted, Failed, Cancelled, ClientStalled} {
@@ -145,6 +146,9 @@ func TestRandomSchedules(t *testing.T) {
 	}
 	if reruns < 100 {
 		t.Errorf("only %d schedules reran", reruns)
+	}
+	if passChecks < 200 {
+		t.Errorf("only %d passing chunks were checked against their steps one by one", passChecks)
 	}
 	if asked < 100 || budgetDenied < 10 {
 		t.Errorf("the retry budget was asked %d times and denied %d schedules", asked, budgetDenied)

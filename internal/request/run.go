@@ -29,6 +29,7 @@ type Run struct {
 	m     *failover.Machine
 	cw    *clientWriter
 	shape shaper
+	run   passRun // the current read's run of passing chunks (passing.go)
 	rec   recorder
 	atts  attempts
 	cost  cost

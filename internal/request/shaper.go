@@ -67,6 +67,11 @@ func (sh *shaper) note(ev sse.Event) {
 // returns its bytes, which stay valid until the next call. strip: the event carries usage
 // that the gateway asked for and the client did not.
 func (sh *shaper) event(ev sse.Event, strip bool) []byte {
+	if strip && onlyStripped(ev) {
+		sh.rewritten = appendStripped(sh.rewritten[:0], ev)
+		sh.data = nil // the Completions APIs only: no final event reads it
+		return sh.rewritten
+	}
 	data, rewrite := ev.Data, false
 	if strip {
 		// This is on the token path: the member is cut out by its offsets, into a reused
@@ -95,6 +100,31 @@ func (sh *shaper) event(ev sse.Event, strip bool) []byte {
 	}
 	sh.rewritten = sse.AppendData(sh.rewritten, data)
 	return sh.rewritten
+}
+
+// appendEvent appends to dst the bytes event returns for ev, with one copy where event
+// would return its own buffer: a run of chunks written as one (passing.go).
+func (sh *shaper) appendEvent(dst []byte, ev sse.Event, strip bool) []byte {
+	if strip && onlyStripped(ev) {
+		sh.data = nil
+		return appendStripped(dst, ev)
+	}
+	return append(dst, sh.event(ev, strip)...)
+}
+
+// onlyStripped reports whether removing the usage is all the rewriting a chunk of the
+// Completions APIs needs: then its bytes are built straight from its data's two sides.
+func onlyStripped(ev sse.Event) bool {
+	return ev.Class&(sse.NullError|sse.ToolCalls) == 0 && ev.Name == nil
+}
+
+// appendStripped appends ev as one data line without the usage member the gateway asked
+// for (the bytes sse.AppendData writes of the stripped data).
+func appendStripped(dst []byte, ev sse.Event) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, ev.Data[:ev.UsageStart]...)
+	dst = append(dst, ev.Data[ev.UsageEnd:]...)
+	return append(dst, '\n', '\n')
 }
 
 // noteResponse keeps what the Responses API's final events need from a lifecycle event

@@ -59,7 +59,8 @@ func (rn *Run) onUpstream(msg upMsg) {
 }
 
 // onData decodes the SSE events of one read and steps the machine with each, at now, the
-// time the read returned: the events of one read arrived together.
+// time the read returned: the events of one read arrived together. Chunks the machine
+// delivers as they are go in runs, each stepped as one (passing.go).
 func (rn *Run) onData(a *Attempt, b []byte, now time.Time) {
 	rn.owner.check()
 	a.dec.Append(b)
@@ -68,8 +69,16 @@ func (rn *Run) onData(a *Attempt, b []byte, now time.Time) {
 		if !ok {
 			break
 		}
-		rn.onEvent(a, ev, now)
+		if rn.passes(a, ev) {
+			rn.pass(a, ev)
+			continue
+		}
+		rn.endRun(a, now)
+		if rn.live(a) {
+			rn.onEvent(a, ev, now)
+		}
 	}
+	rn.endRun(a, now)
 	if a.dec.Err() != nil && rn.live(a) {
 		// The gateway must close a stream it cannot read, which does not prove that the
 		// engine stopped.
