@@ -132,7 +132,11 @@ type Machine struct {
 	outcome Outcome
 	done    bool
 
-	out []Action
+	// out is the current step's actions, in outBuf unless a step emits more: a step emits
+	// one to four, and the machine is then one allocation, not two (every open stream
+	// holds one).
+	out    []Action
+	outBuf [4]Action
 }
 
 // New returns a machine for one logical request.
@@ -146,7 +150,9 @@ func New(cfg Config) *Machine {
 	if cfg.EndGrace <= 0 {
 		cfg.EndGrace = DefaultEndGrace
 	}
-	return &Machine{cfg: cfg, out: make([]Action, 0, 8)}
+	m := &Machine{cfg: cfg}
+	m.out = m.outBuf[:0]
+	return m
 }
 
 // SetPromptTokens refines the estimate of the prompt's tokens (the cost of a rerun).

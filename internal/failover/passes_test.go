@@ -38,6 +38,7 @@ func (s *shell) checkPassesAsOne(ev Event) {
 		s.t.Fatalf("two passing chunks stepped as one gave %s, not one write", kinds(one))
 	}
 	apart.out, joined.out = nil, nil
+	apart.outBuf, joined.outBuf = [4]Action{}, [4]Action{}
 	if !reflect.DeepEqual(apart, joined) {
 		s.t.Fatalf("two passing chunks stepped as one left the machine at\n%+v\nwhere one by one they left it at\n%+v", joined, apart)
 	}
@@ -47,7 +48,7 @@ func (s *shell) checkPassesAsOne(ev Event) {
 func (m *Machine) clone() *Machine {
 	c := *m
 	c.attempts = slices.Clone(m.attempts)
-	c.out = make([]Action, 0, 8)
+	c.out = c.outBuf[:0]
 	return &c
 }
 

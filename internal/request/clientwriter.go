@@ -106,9 +106,9 @@ func (cw *clientWriter) streamHeaders() {
 	// Keys in canonical form, set without Header.Set's canonicalization of each: this is
 	// on every stream's path to its first byte.
 	h := cw.w.Header()
-	h["Content-Type"] = []string{"text/event-stream"}
-	h["Cache-Control"] = []string{"no-cache"}
-	h["X-Accel-Buffering"] = []string{"no"}
+	h["Content-Type"] = eventStreamType
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = accelBufferingNo
 	cw.w.WriteHeader(http.StatusOK)
 	cw.status = http.StatusOK
 	cw.dirty = true

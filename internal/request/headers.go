@@ -29,6 +29,14 @@ var (
 	eventStreamAccept = []string{"text/event-stream"}
 )
 
+// Values of a stream's response fields, shared by every stream: the servers write them and
+// never change them (each has its length as its capacity, so an append copies).
+var (
+	eventStreamType  = []string{"text/event-stream"}
+	noCache          = []string{"no-cache"}
+	accelBufferingNo = []string{"no"}
+)
+
 // SetCredentials adds a replica's credentials to a request for it: the engine's API key
 // and, when the replica is behind an agent, the agents' secret ("" : none).
 func SetCredentials(h http.Header, engineKey, agentKey string) {
