@@ -120,7 +120,8 @@ func (m *Machine) noteFinished(ev Event) {
 // it is: its one action an ActWrite, its one effect its tokens counted as delivered. Then
 // the shell may step a run of such chunks, read together, as one chunk: their classes
 // joined, their tokens and sizes summed, their bytes written in one ActWrite. The machine
-// ends up where the chunks one by one would have left it (TestPassingChunksStepAsOne).
+// ends up where the chunks one by one would have left it (the tests check it on every
+// passing chunk they step: checkPassesAsOne).
 // It holds once the boundary is crossed, while the attempt receives normally.
 func (m *Machine) Passes(n int) bool {
 	return m.committed && !m.done && m.current(n) && m.phase == receiving
