@@ -24,12 +24,13 @@ import (
 // when less than timeout is left. A stalled client is therefore detected between timeout
 // and 1.25 × timeout after its last accepted byte, never earlier.
 type clientWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-	// flushW flushes w: found once, where http.ResponseController walks w's Unwrap chain on
-	// every flush, once per batch of events (flusherOf).
-	flushW  func() error
-	timeout time.Duration
+	w http.ResponseWriter
+	// flushW flushes w and setWriteDeadline sets its connection's write deadline: found
+	// once, where http.ResponseController walks w's Unwrap chain on every call (flusherOf,
+	// deadlinerOf).
+	flushW           func() error
+	setWriteDeadline func(time.Time) error
+	timeout          time.Duration
 	// deadline is the write deadline set on the connection (zero: none yet).
 	deadline time.Time
 	// shutdownBy (unix nanoseconds, 0: none) caps the deadline while the gateway shuts
@@ -51,7 +52,7 @@ type clientWriter struct {
 }
 
 func newClientWriter(w http.ResponseWriter, timeout time.Duration) *clientWriter {
-	return &clientWriter{w: w, rc: http.NewResponseController(w), flushW: flusherOf(w), timeout: timeout}
+	return &clientWriter{w: w, flushW: flusherOf(w), setWriteDeadline: deadlinerOf(w), timeout: timeout}
 }
 
 // keep makes cw the writer of a keyed request: it keeps what the client received, up to
@@ -86,7 +87,7 @@ func (cw *clientWriter) arm() {
 }
 
 func (cw *clientWriter) setDeadline(d time.Time) {
-	if err := cw.rc.SetWriteDeadline(d); err == nil {
+	if err := cw.setWriteDeadline(d); err == nil {
 		cw.deadline = d
 	} else if errors.Is(err, http.ErrNotSupported) {
 		cw.deadline = d // a writer without a connection (tests): nothing to bound
@@ -98,7 +99,7 @@ func (cw *clientWriter) setDeadline(d time.Time) {
 // handler runs, and a write blocked on a stalled client then fails at t.
 func (cw *clientWriter) expire(t time.Time) {
 	cw.shutdownBy.Store(t.UnixNano())
-	cw.rc.SetWriteDeadline(t)
+	cw.setWriteDeadline(t)
 }
 
 // streamHeaders writes the headers of an SSE response.
@@ -195,6 +196,22 @@ func flusherOf(w http.ResponseWriter) func() error {
 			w = t.Unwrap()
 		default:
 			return func() error { return http.ErrNotSupported }
+		}
+	}
+}
+
+// deadlinerOf returns what sets w's write deadline, found as
+// http.ResponseController.SetWriteDeadline finds it: the first writer in w's Unwrap chain
+// with SetWriteDeadline.
+func deadlinerOf(w http.ResponseWriter) func(time.Time) error {
+	for {
+		switch t := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			return t.SetWriteDeadline
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return func(time.Time) error { return http.ErrNotSupported }
 		}
 	}
 }
