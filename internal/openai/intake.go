@@ -60,6 +60,9 @@ func (in *intake) scan() {
 		if !s.open() {
 			return
 		}
+		// Room for what a chat request has (model, messages, stream, its options, a
+		// limit, a temperature...): one allocation where growing from nothing took four.
+		in.members = make([]Member, 0, 8)
 		for s.nextMember(s.i == start+1) {
 			name := keyString(s.key, s.keyLen)
 			dup := in.names.seen(in.members, name)

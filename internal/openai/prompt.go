@@ -25,6 +25,10 @@ type rendering struct {
 
 func (r *rendering) add(p piece) {
 	if r.n < r.limit {
+		if r.pieces == nil {
+			// A turn is four pieces (role, ": ", content, "\n"): one allocation, not three.
+			r.pieces = make([]piece, 0, 4)
+		}
 		r.pieces = append(r.pieces, p)
 	}
 	r.n += p.n

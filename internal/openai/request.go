@@ -321,7 +321,7 @@ func (in *intake) checkPrompts(name string) (int, *Error) {
 // stream_options), keeping the last of a key given twice, as a map decoding does.
 func objectMembers(raw []byte) Members {
 	s := scanner{b: raw}
-	var ms Members
+	ms := make(Members, 0, 4) // stream_options' two members, a tool's few: one allocation
 	s.open()
 	for s.nextMember(s.i == 1) {
 		name := keyString(s.key, s.keyLen)
