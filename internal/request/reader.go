@@ -66,8 +66,15 @@ func (rn *Run) startReader(a *Attempt, req *upstream.Request) {
 	go rn.newReader(a).read(req)
 }
 
-// newReader counts a reader of attempt a; it must run.
+// newReader counts a reader of attempt a; it must run. The channel readers report on is
+// made for the first: a stream the owner sends and reads itself has none, and an open
+// stream is then a channel and its buffer smaller (until then a receive from it, nil, is
+// never ready).
 func (rn *Run) newReader(a *Attempt) reader {
+	rn.owner.check()
+	if rn.atts.up == nil {
+		rn.atts.up = make(chan upMsg, upDepth)
+	}
 	rn.atts.readers.Add(1)
 	return reader{a: a, up: rn.atts.up, client: rn.srv.Attempts(), stream: rn.p.Req.Stream, readers: &rn.atts.readers}
 }

@@ -95,7 +95,8 @@ type attempts struct {
 	poll   bool
 	// send is the attempt whose request the owner sends at its loop's next turn (send.go).
 	send *Attempt
-	// up carries the readers' reports; readers counts the readers still running.
+	// up carries the readers' reports (made for the first reader: newReader); readers
+	// counts the readers still running.
 	up      chan upMsg
 	readers sync.WaitGroup
 }
@@ -114,7 +115,6 @@ func New(srv Server, pool Pool, p Params) *Run {
 		cw:    newClientWriter(p.W, cfg.Policy.ClientWriteTimeout.D()),
 		shape: newShaper(req, p.Members, p.ID),
 		rec:   recorder{srv: srv, id: p.ID, model: req.Model, start: p.Start},
-		atts:  attempts{up: make(chan upMsg, upDepth)},
 		cost:  cost{promptTokens: estimateTokens(req)},
 		done:  make(chan struct{}),
 	}
