@@ -45,7 +45,7 @@ func (rn *Run) pass(a *Attempt, ev sse.Event) {
 	r := &rn.run
 	tokens := a.countTokens(ev)
 	rn.shape.note(ev)
-	strip := a.usage && ev.UsageEnd > 0 && !rn.p.Req.ContinuousUsage
+	strip := rn.stripsUsage(a, ev)
 	switch r.n {
 	case 0:
 		r.first = rn.shape.event(ev, strip)

@@ -101,8 +101,7 @@ func (rn *Run) onEvent(a *Attempt, ev sse.Event, now time.Time) {
 		tokens = max(0, ev.CompletionTokens-rn.m.Delivered())
 	}
 	rn.shape.note(ev)
-	// The usage in this chunk may have been asked for by the gateway, not by the client.
-	strip := a.usage && ev.UsageEnd > 0 && !rn.p.Req.ContinuousUsage
+	strip := rn.stripsUsage(a, ev)
 	if strip && class&sse.Usage != 0 && class&(sse.Output|sse.Finish) == 0 && rn.m.AllFinished() {
 		if !rn.p.Req.IncludeUsage {
 			return // the final usage chunk the client did not ask for
@@ -118,6 +117,12 @@ func (rn *Run) onEvent(a *Attempt, ev sse.Event, now time.Time) {
 	rn.shape.raw = raw
 	rn.stepAt(e, now)
 	rn.shape.raw = nil
+}
+
+// stripsUsage reports whether ev, of attempt a, carries usage the gateway asked the engine
+// for and the client did not: it is removed before the client gets the chunk.
+func (rn *Run) stripsUsage(a *Attempt, ev sse.Event) bool {
+	return a.usage && ev.UsageEnd > 0 && !rn.p.Req.ContinuousUsage
 }
 
 // onBody handles a complete non-streaming answer.
